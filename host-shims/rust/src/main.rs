@@ -1,0 +1,133 @@
+//! `ctxk`: the ctxkernel command line, over an embedded SQLite store.
+
+mod report;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use ctxkernel_host::{Kernel, KernelError, SqliteStore};
+use serde_json::{json, Value};
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ctxk", version, about = "The ctxkernel Context/Memory Kernel, from the command line")]
+struct Cli {
+    /// The store file (SQLite); created when missing.
+    #[arg(long, global = true, env = "CTXK_STORE", default_value = "ctxk.sqlite")]
+    store: PathBuf,
+    /// Print the kernel's JSON instead of a readable report.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Kernel version, schema versions, store revision and default policy.
+    Info,
+    /// Plan a model call's context (a `plan-context` request from FILE or stdin).
+    Plan {
+        /// The request; `-` or nothing reads stdin.
+        file: Option<PathBuf>,
+        /// List every dropped item, not only the counts by reason.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Append items to a session log (an `append-events` request).
+    Append { file: Option<PathBuf> },
+    /// Read a session's events.
+    Events {
+        #[arg(long)]
+        session: String,
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+    },
+    /// Run any kernel command with a raw JSON request; prints raw JSON.
+    Call { command: String, file: Option<PathBuf> },
+}
+
+fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
+    match file {
+        Some(path) if path.as_os_str() != "-" => {
+            std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+        }
+        _ => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).context("cannot read stdin")?;
+            Ok(text)
+        }
+    }
+}
+
+enum Failure {
+    Kernel(KernelError),
+    Host(anyhow::Error),
+}
+
+impl From<KernelError> for Failure {
+    fn from(e: KernelError) -> Self {
+        Failure::Kernel(e)
+    }
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Host(e)
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), Failure> {
+    let store = SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?;
+    let mut kernel = Kernel::new(store)?;
+    let (command, request) = match &cli.command {
+        Command::Info => ("info", json!({"schemaVersion": 1}).to_string()),
+        Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
+        Command::Append { file } => ("append-events", read_request(file.as_ref())?),
+        Command::Events { session, after, limit } => (
+            "read-events",
+            json!({"schemaVersion": 1, "sessionId": session, "afterSeq": after, "limit": limit}).to_string(),
+        ),
+        Command::Call { command, file } => (command.as_str(), read_request(file.as_ref())?),
+    };
+    let response = kernel.call(command, &request)?;
+    if cli.json || matches!(cli.command, Command::Call { .. }) {
+        println!("{response}");
+        return Ok(());
+    }
+    let value: Value = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
+    let text = match &cli.command {
+        Command::Info => report::info(&value),
+        Command::Plan { all, .. } => report::plan(&value, *all),
+        Command::Append { .. } => report::appended(&value),
+        Command::Events { .. } => report::events(&value),
+        Command::Call { .. } => unreachable!("printed raw above"),
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Kernel(error)) => {
+            if cli.json {
+                let body = json!({"error": {"code": error.code.as_str(), "message": error.message, "detail": error.detail}});
+                println!("{body}");
+            }
+            eprintln!("ctxk: {}: {}", error.code.as_str(), error.message);
+            if !cli.json && error.detail.as_object().is_some_and(|d| !d.is_empty()) {
+                eprintln!("{}", serde_json::to_string_pretty(&error.detail).unwrap_or_default());
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::Host(error)) => {
+            eprintln!("ctxk: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Readable renderings of kernel responses for the terminal.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The partitions in allocation order (JSON objects list them alphabetically).
+const PARTITIONS: [&str; 7] = ["system", "task", "tools", "conversation", "evidence", "memory", "reserve"];
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or("")
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// One line of at most `width` characters.
+fn preview(text: &str, width: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= width {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(width - 1).collect::<String>())
+    }
+}
+
+pub fn info(v: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {}", s(&v["kernel"]["name"]), s(&v["kernel"]["version"]));
+    let _ = writeln!(out, "schema versions: {}", v["schemaVersions"]);
+    let _ = writeln!(out, "commands: {}", v["commands"].as_array().into_iter().flatten().map(s).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(out, "store revision {}, memory revision {}", n(&v["store"]["revision"]), n(&v["store"]["memoryRevision"]));
+    let policy = &v["defaultPolicy"];
+    let _ = writeln!(out, "default policy `{}` (partition minimum / ceiling, % of input budget):", s(&policy["version"]));
+    for name in PARTITIONS {
+        let limits = &policy["partitions"][name];
+        let pct = |k: &str| n(&limits[k]) as f64 / 100.0;
+        let _ = writeln!(out, "  {name:<13} {:>5.1}% / {:>5.1}%", pct("minimumBp"), pct("ceilingBp"));
+    }
+    out
+}
+
+pub fn plan(v: &Value, all_dropped: bool) -> String {
+    let mut out = String::new();
+    let binding = &v["binding"];
+    let budget = &v["budget"];
+    let session = match binding["sessionId"].as_str() {
+        Some(id) => format!("session {id} at seq {}", n(&binding["sessionHead"]["seq"])),
+        None => "inline items".into(),
+    };
+    let _ = writeln!(out, "{} — {session}", s(&v["planId"]));
+    let _ = writeln!(
+        out,
+        "model {} → sink {}, policy {}, memory revision {}",
+        s(&binding["modelProfile"]),
+        s(&binding["sink"]),
+        s(&binding["policyVersion"]),
+        n(&binding["memoryRevision"])
+    );
+    let _ = writeln!(
+        out,
+        "budget: window {} − output {} − margin {} = input {}; used {}, reserve {}, free {}",
+        n(&budget["window"]),
+        n(&budget["reservedOutput"]),
+        n(&budget["safetyMargin"]),
+        n(&budget["input"]),
+        n(&budget["used"]),
+        n(&budget["reserved"]),
+        n(&budget["free"])
+    );
+    let _ = writeln!(out, "digest {}\n", s(&v["digest"]));
+    let _ = writeln!(out, "{:<13} {:>8} {:>8} {:>9} {:>8} {:>5} {:>7}", "partition", "minimum", "ceiling", "must-keep", "used", "kept", "dropped");
+    for p in v["partitions"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            out,
+            "{:<13} {:>8} {:>8} {:>9} {:>8} {:>5} {:>7}",
+            s(&p["name"]),
+            n(&p["minimum"]),
+            n(&p["ceiling"]),
+            n(&p["mustKeep"]),
+            n(&p["used"]),
+            n(&p["kept"]),
+            n(&p["dropped"])
+        );
+    }
+
+    let context = v["context"].as_array().cloned().unwrap_or_default();
+    let _ = writeln!(out, "\nkept, in prompt order ({} items):", context.len());
+    for p in &context {
+        let item = &p["item"];
+        let seq = p["seq"].as_u64().map_or("-".into(), |q| q.to_string());
+        let label = match item["role"].as_str() {
+            Some(role) => format!("{}/{role}", s(&item["kind"])),
+            None => s(&item["kind"]).to_string(),
+        };
+        let text = item["content"].as_str().or(item["contentRef"]["summary"].as_str()).unwrap_or("");
+        let demoted = if p["demoted"].as_bool() == Some(true) { " (demoted: untrusted)" } else { "" };
+        let _ = writeln!(
+            out,
+            "  {seq:>4} {:<13} {:>6} {:<21} {:<22} {}{demoted}",
+            s(&p["partition"]),
+            n(&p["tokens"]),
+            s(&p["keep"]),
+            preview(&label, 22),
+            preview(text, 60)
+        );
+    }
+
+    let dropped = v["dropped"].as_array().cloned().unwrap_or_default();
+    let mut by_reason: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for d in &dropped {
+        let entry = by_reason.entry(s(&d["reason"])).or_default();
+        entry.0 += 1;
+        entry.1 += n(&d["tokens"]);
+    }
+    let _ = writeln!(out, "\ndropped ({} items):", dropped.len());
+    for (reason, (count, tokens)) in &by_reason {
+        let _ = writeln!(out, "  {reason:<20} {count:>5} items {tokens:>9} tokens");
+    }
+    if all_dropped {
+        for d in &dropped {
+            let seq = d["seq"].as_u64().map_or("-".into(), |q| q.to_string());
+            let _ = writeln!(
+                out,
+                "  {seq:>4} {:<13} {:>6} {:<20} {}",
+                s(&d["partition"]),
+                n(&d["tokens"]),
+                s(&d["reason"]),
+                s(&d["itemId"])
+            );
+        }
+    }
+    let pending = v["pendingToolCalls"].as_array().cloned().unwrap_or_default();
+    if !pending.is_empty() {
+        let _ = writeln!(out, "\ntool calls without a settled outcome:");
+        for call in &pending {
+            let _ = writeln!(out, "  {} {} — {}", s(&call["callId"]), s(&call["name"]), s(&call["outcome"]));
+        }
+    }
+    out
+}
+
+pub fn appended(v: &Value) -> String {
+    let appended = v["appended"].as_array().map_or(0, Vec::len);
+    let tokens: u64 = v["appended"].as_array().into_iter().flatten().map(|a| n(&a["tokenEstimate"])).sum();
+    format!(
+        "appended {appended} events ({tokens} tokens) to {}; head seq {} {}\n",
+        s(&v["sessionId"]),
+        n(&v["head"]["seq"]),
+        s(&v["head"]["digest"])
+    )
+}
+
+pub fn events(v: &Value) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "session {} — head seq {}", s(&v["sessionId"]), n(&v["head"]["seq"]));
+    for e in v["events"].as_array().into_iter().flatten() {
+        let item = &e["item"];
+        let text = item["content"].as_str().or(item["contentRef"]["summary"].as_str()).unwrap_or("");
+        let _ = writeln!(out, "  {:>4} {:<14} {}", n(&e["seq"]), s(&item["kind"]), preview(text, 70));
+    }
+    if v["more"].as_bool() == Some(true) {
+        let _ = writeln!(out, "  … more after this page");
+    }
+    out
+}

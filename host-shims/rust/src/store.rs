@@ -1,0 +1,308 @@
+//! Stores implementing the kernel's storage port, with the transactions each
+//! kernel call runs in.
+
+use crate::bindings::ctxkernel::kernel::store::{Entry, PutError};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The storage port (the WIT `store` interface) plus one transaction per kernel call.
+pub trait HostStore: Send {
+    fn get(&mut self, key: &str) -> Result<Option<Entry>, String>;
+    fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String>;
+    fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError>;
+    fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError>;
+    fn begin(&mut self) -> Result<(), String>;
+    fn commit(&mut self) -> Result<(), String>;
+    fn rollback(&mut self) -> Result<(), String>;
+}
+
+/// A store in process memory, for tests and throwaway sessions.
+#[derive(Default)]
+pub struct MemoryStore {
+    entries: BTreeMap<String, (u64, Vec<u8>)>,
+    /// Values before the current transaction touched them.
+    undo: Option<BTreeMap<String, Option<(u64, Vec<u8>)>>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Every entry, in key order (for dumps and tests).
+    pub fn entries(&self) -> impl Iterator<Item = (&str, u64, &[u8])> {
+        self.entries.iter().map(|(k, (r, v))| (k.as_str(), *r, v.as_slice()))
+    }
+
+    fn touch(&mut self, key: &str) {
+        if let Some(undo) = &mut self.undo {
+            undo.entry(key.to_string()).or_insert_with(|| self.entries.get(key).cloned());
+        }
+    }
+}
+
+fn check(current: u64, expected: Option<u64>) -> Result<(), PutError> {
+    match expected {
+        Some(expected) if expected != current => Err(PutError::Conflict(current)),
+        _ => Ok(()),
+    }
+}
+
+impl HostStore for MemoryStore {
+    fn get(&mut self, key: &str) -> Result<Option<Entry>, String> {
+        Ok(self.entries.get(key).map(|(revision, value)| Entry {
+            key: key.to_string(),
+            revision: *revision,
+            value: value.clone(),
+        }))
+    }
+
+    fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
+        let from = if start_after < prefix { prefix } else { start_after };
+        Ok(self
+            .entries
+            .range::<str, _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+            .filter(|(k, _)| k.as_str() > start_after)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .take(limit as usize)
+            .map(|(key, (revision, value))| Entry { key: key.clone(), revision: *revision, value: value.clone() })
+            .collect())
+    }
+
+    fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError> {
+        let current = self.entries.get(key).map_or(0, |(r, _)| *r);
+        check(current, expected)?;
+        self.touch(key);
+        self.entries.insert(key.to_string(), (current + 1, value.to_vec()));
+        Ok(current + 1)
+    }
+
+    fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError> {
+        check(self.entries.get(key).map_or(0, |(r, _)| *r), expected)?;
+        self.touch(key);
+        self.entries.remove(key);
+        Ok(())
+    }
+
+    fn begin(&mut self) -> Result<(), String> {
+        if self.undo.is_some() {
+            return Err("a transaction is already open".into());
+        }
+        self.undo = Some(BTreeMap::new());
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        self.undo.take().map(|_| ()).ok_or_else(|| "no transaction is open".into())
+    }
+
+    fn rollback(&mut self) -> Result<(), String> {
+        let undo = self.undo.take().ok_or("no transaction is open")?;
+        for (key, before) in undo {
+            match before {
+                Some(entry) => self.entries.insert(key, entry),
+                None => self.entries.remove(&key),
+            };
+        }
+        Ok(())
+    }
+}
+
+/// `PRAGMA application_id` of a ctxkernel store: "ctk1".
+pub const APPLICATION_ID: i64 = 0x6374_6b31;
+/// `PRAGMA user_version` of the table layout below.
+pub const LAYOUT_VERSION: i64 = 1;
+
+/// The embedded default: one SQLite file, the same layout in every host.
+///
+/// ```sql
+/// CREATE TABLE ctxk_entries (key TEXT PRIMARY KEY NOT NULL,
+///   revision INTEGER NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
+/// ```
+/// Keys compare bytewise (SQLite's BINARY collation), which is the order
+/// `scan` promises. Each kernel call is one `BEGIN IMMEDIATE … COMMIT`.
+pub struct SqliteStore {
+    conn: Connection,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) a store file. Fails on a file that is not
+    /// SQLite, or is another application's database, or a newer layout.
+    pub fn open(path: impl AsRef<Path>) -> anyhow::Result<Self> {
+        Self::init(Connection::open(path)?)
+    }
+
+    pub fn in_memory() -> anyhow::Result<Self> {
+        Self::init(Connection::open_in_memory()?)
+    }
+
+    fn init(conn: Connection) -> anyhow::Result<Self> {
+        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+        let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+        let layout: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        if app != APPLICATION_ID && (app != 0 || tables != 0) {
+            anyhow::bail!("this SQLite file is not a ctxkernel store (application_id {app:#x})");
+        }
+        if layout > LAYOUT_VERSION {
+            anyhow::bail!("this store has layout {layout}; this host reads layout {LAYOUT_VERSION}");
+        }
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        if app == 0 {
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE;
+                 CREATE TABLE IF NOT EXISTS ctxk_entries (
+                   key TEXT PRIMARY KEY NOT NULL,
+                   revision INTEGER NOT NULL,
+                   value BLOB NOT NULL
+                 ) WITHOUT ROWID;
+                 PRAGMA application_id = {APPLICATION_ID};
+                 PRAGMA user_version = {LAYOUT_VERSION};
+                 COMMIT;"
+            ))?;
+        }
+        Ok(SqliteStore { conn })
+    }
+
+    fn revision(&self, key: &str) -> Result<u64, String> {
+        self.conn
+            .prepare_cached("SELECT revision FROM ctxk_entries WHERE key = ?1")
+            .and_then(|mut s| s.query_row([key], |r| r.get::<_, i64>(0)).optional())
+            .map(|r| r.map_or(0, |r| r as u64))
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The smallest string above every string starting with `prefix`, when keys are ASCII.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut bytes = prefix.as_bytes().to_vec();
+    while let Some(last) = bytes.pop() {
+        if last < 0x7f {
+            bytes.push(last + 1);
+            return String::from_utf8(bytes).ok();
+        }
+    }
+    None
+}
+
+fn failure(e: rusqlite::Error) -> PutError {
+    PutError::Failure(e.to_string())
+}
+
+impl HostStore for SqliteStore {
+    fn get(&mut self, key: &str) -> Result<Option<Entry>, String> {
+        self.conn
+            .prepare_cached("SELECT revision, value FROM ctxk_entries WHERE key = ?1")
+            .and_then(|mut s| {
+                s.query_row([key], |r| {
+                    Ok(Entry { key: key.to_string(), revision: r.get::<_, i64>(0)? as u64, value: r.get(1)? })
+                })
+                .optional()
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
+        // Keys are ASCII, so DEL sorts after every key.
+        let end = prefix_end(prefix).unwrap_or_else(|| "\u{7f}".into());
+        let mut statement = self
+            .conn
+            .prepare_cached(
+                "SELECT key, revision, value FROM ctxk_entries
+                 WHERE key >= ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = statement
+            .query_map(params![prefix, start_after, end, limit], |r| {
+                Ok(Entry { key: r.get(0)?, revision: r.get::<_, i64>(1)? as u64, value: r.get(2)? })
+            })
+            .map_err(|e| e.to_string())?;
+        rows.filter(|r| r.as_ref().map_or(true, |e| e.key.starts_with(prefix)))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())
+    }
+
+    fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError> {
+        let current = self.revision(key).map_err(PutError::Failure)?;
+        check(current, expected)?;
+        let next = current + 1;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO ctxk_entries (key, revision, value) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value",
+            )
+            .and_then(|mut s| s.execute(params![key, next as i64, value]))
+            .map_err(failure)?;
+        Ok(next)
+    }
+
+    fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError> {
+        check(self.revision(key).map_err(PutError::Failure)?, expected)?;
+        self.conn
+            .prepare_cached("DELETE FROM ctxk_entries WHERE key = ?1")
+            .and_then(|mut s| s.execute([key]))
+            .map_err(failure)?;
+        Ok(())
+    }
+
+    fn begin(&mut self) -> Result<(), String> {
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string())
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+    }
+
+    fn rollback(&mut self) -> Result<(), String> {
+        self.conn.execute_batch("ROLLBACK").map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exercise(store: &mut dyn HostStore) {
+        store.begin().unwrap();
+        assert_eq!(store.put("b/2", b"x", Some(0)).unwrap(), 1);
+        assert_eq!(store.put("b/1", b"y", None).unwrap(), 1);
+        assert_eq!(store.put("b/1", b"z", Some(1)).unwrap(), 2);
+        assert!(matches!(store.put("b/1", b"w", Some(1)), Err(PutError::Conflict(2))));
+        assert!(matches!(store.put("b/1", b"w", Some(0)), Err(PutError::Conflict(2))));
+        store.put("a", b"0", None).unwrap();
+        store.put("c", b"0", None).unwrap();
+        store.commit().unwrap();
+        let keys: Vec<String> = store.scan("b/", "", 10).unwrap().into_iter().map(|e| e.key).collect();
+        assert_eq!(keys, ["b/1", "b/2"]);
+        let after: Vec<String> = store.scan("b/", "b/1", 10).unwrap().into_iter().map(|e| e.key).collect();
+        assert_eq!(after, ["b/2"]);
+        assert_eq!(store.scan("", "", 10).unwrap().len(), 4);
+        store.begin().unwrap();
+        store.put("b/1", b"gone", None).unwrap();
+        store.remove("b/2", Some(1)).unwrap();
+        store.put("d", b"new", None).unwrap();
+        store.rollback().unwrap();
+        let entry = store.get("b/1").unwrap().unwrap();
+        assert_eq!((entry.revision, entry.value.as_slice()), (2, b"z".as_slice()));
+        assert!(store.get("b/2").unwrap().is_some());
+        assert!(store.get("d").unwrap().is_none());
+    }
+
+    #[test]
+    fn memory_store_keeps_the_port_contract() {
+        exercise(&mut MemoryStore::new());
+    }
+
+    #[test]
+    fn sqlite_store_keeps_the_port_contract() {
+        exercise(&mut SqliteStore::in_memory().unwrap());
+    }
+
+    #[test]
+    fn prefix_end_is_the_next_ascii_string() {
+        assert_eq!(prefix_end("ses/a/").as_deref(), Some("ses/a0"));
+        assert_eq!(prefix_end(""), None);
+    }
+}

@@ -1,0 +1,185 @@
+//! Canonical encoding: the one byte form the kernel hashes, stores and returns.
+//!
+//! Canonical JSON is compact, with object keys in bytewise order, so equal
+//! values give equal bytes on every host. Digests are `sha256:<64 hex>` over
+//! those bytes; ids are prefixes of digests, never random.
+
+use crate::error::{KernelError, Result};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+
+/// Serializes any value to canonical JSON bytes.
+pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
+    let value = serde_json::to_value(value)
+        .map_err(|e| KernelError::internal(format!("value is not representable as JSON: {e}")))?;
+    let mut out = Vec::with_capacity(256);
+    write_value(&value, &mut out);
+    Ok(out)
+}
+
+/// Serializes any value to a canonical JSON string.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    // Canonical bytes are built from `serde_json` output, which is UTF-8.
+    String::from_utf8(to_bytes(value)?).map_err(|e| KernelError::internal(e.to_string()))
+}
+
+fn write_value(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            out.push(b'{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_scalar(&Value::String(key.clone()), out);
+                out.push(b':');
+                write_value(&map[key], out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_scalar(value: &Value, out: &mut Vec<u8>) {
+    // serde_json writes scalars deterministically (shortest round-trip floats).
+    serde_json::to_writer(out, value).expect("writing a JSON scalar to memory cannot fail");
+}
+
+/// `sha256:<hex>` of raw bytes.
+pub fn digest_bytes(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash.iter() {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// `sha256:<hex>` of a value's canonical JSON.
+pub fn digest_value<T: Serialize + ?Sized>(value: &T) -> Result<String> {
+    Ok(digest_bytes(&to_bytes(value)?))
+}
+
+/// An id derived from a digest: `<prefix>-<first 32 hex digits>`.
+pub fn derived_id(prefix: &str, digest: &str) -> String {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    format!("{prefix}-{}", &hex[..32.min(hex.len())])
+}
+
+/// True when `s` has the shape of a digest this kernel produces.
+pub fn is_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// An RFC 3339 instant. Always carried in UTC with `Z`, compared by instant.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    unix_nanos: i128,
+    text: String,
+}
+
+impl Timestamp {
+    pub fn parse(text: &str) -> Result<Self> {
+        use time::format_description::well_known::Rfc3339;
+        let parsed = time::OffsetDateTime::parse(text, &Rfc3339)
+            .map_err(|e| KernelError::invalid(format!("`{text}` is not an RFC 3339 timestamp: {e}")))?
+            .to_offset(time::UtcOffset::UTC);
+        let text = parsed
+            .format(&Rfc3339)
+            .map_err(|e| KernelError::invalid(format!("`{text}` cannot be normalized: {e}")))?;
+        Ok(Timestamp { unix_nanos: parsed.unix_timestamp_nanos(), text })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn unix_millis(&self) -> i64 {
+        (self.unix_nanos / 1_000_000) as i64
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let text = std::borrow::Cow::<str>::deserialize(deserializer)?;
+        Timestamp::parse(&text).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Timestamp {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Timestamp".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": "date-time",
+            "description": "An RFC 3339 instant; returned normalized to UTC (`Z`)."
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_are_sorted_bytewise_at_every_depth() {
+        let value = json!({"b": 1, "a": {"z": [true, null], "B": "x"}, "é": 0.5});
+        assert_eq!(
+            to_string(&value).unwrap(),
+            r#"{"a":{"B":"x","z":[true,null]},"b":1,"é":0.5}"#
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped_once() {
+        assert_eq!(to_string(&json!({"k": "a\"b\n"})).unwrap(), r#"{"k":"a\"b\n"}"#);
+    }
+
+    #[test]
+    fn digest_is_sha256_of_bytes() {
+        assert_eq!(
+            digest_bytes(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(is_digest(&digest_bytes(b"")));
+        assert!(!is_digest("sha256:XYZ"));
+    }
+
+    #[test]
+    fn timestamps_normalize_to_utc_and_compare_by_instant() {
+        let a = Timestamp::parse("2026-03-01T10:00:00+02:00").unwrap();
+        let b = Timestamp::parse("2026-03-01T08:00:00Z").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.as_str(), "2026-03-01T08:00:00Z");
+        assert!(Timestamp::parse("2026-03-01 08:00").is_err());
+        assert!(Timestamp::parse("2026-03-01T08:00:00.250Z").unwrap() > b);
+    }
+}

@@ -1,0 +1,249 @@
+//! The command table: the one entry point every host calls.
+//!
+//! A call decodes its request (rejecting oversized, malformed, mistyped or
+//! unknown-version envelopes before anything else), opens the store, runs one
+//! module, and encodes the response as canonical JSON. A failed call has
+//! written nothing the host keeps: the host rolls its transaction back.
+
+use crate::canonical;
+use crate::contracts::{check_version, SCHEMA_VERSION};
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest};
+use crate::session::{self, Head, ReadEventsRequest};
+use crate::store::{Db, Store};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Largest request envelope accepted, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 64 << 20;
+/// Sessions whose parsed events one kernel instance keeps in memory.
+const CACHED_SESSIONS: usize = 8;
+
+/// Every exported command, named as in the WIT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Command {
+    Info,
+    PlanContext,
+    AppendEvents,
+    ReadEvents,
+}
+
+impl Command {
+    pub const ALL: [Command; 4] = [Command::Info, Command::PlanContext, Command::AppendEvents, Command::ReadEvents];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Info => "info",
+            Command::PlanContext => "plan-context",
+            Command::AppendEvents => "append-events",
+            Command::ReadEvents => "read-events",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Command> {
+        Command::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+contract! {
+pub struct InfoRequest {
+    pub schema_version: u32,
+}
+}
+
+contract! {
+pub struct InfoResponse {
+    pub schema_version: u32,
+    pub kernel: KernelIdentity,
+    pub schema_versions: Vec<u32>,
+    pub commands: Vec<String>,
+    pub store: StoreInfo,
+    pub default_policy: PlanPolicy,
+    pub limits: Limits,
+}
+}
+
+contract! {
+pub struct KernelIdentity {
+    pub name: String,
+    pub version: String,
+}
+}
+
+contract! {
+pub struct StoreInfo {
+    /// Store-wide revision: grows by one with every call that writes.
+    pub revision: u64,
+    pub memory_revision: u64,
+}
+}
+
+contract! {
+pub struct Limits {
+    pub max_request_bytes: u64,
+    pub max_event_bytes: u64,
+    pub max_append_items: u64,
+    pub max_read_events: u64,
+    pub max_window: u64,
+}
+}
+
+/// A session's parsed, chain-verified events, valid while its head is unchanged.
+struct CachedSession {
+    head: Head,
+    candidates: Vec<Rc<Candidate>>,
+    used: u64,
+}
+
+/// One kernel instance: the command table plus caches that are never
+/// authority (each is checked against the store at the start of a call).
+#[derive(Default)]
+pub struct Kernel {
+    sessions: BTreeMap<String, CachedSession>,
+    clock: u64,
+    seen_revision: Option<u64>,
+}
+
+impl Kernel {
+    /// Runs one command against `store`.
+    pub fn call(&mut self, store: &mut dyn Store, command: Command, request: &str) -> Result<String> {
+        if request.len() > MAX_REQUEST_BYTES {
+            return Err(KernelError::limit(format!(
+                "the request has {} bytes; the ceiling is {MAX_REQUEST_BYTES}",
+                request.len()
+            )));
+        }
+        let mut db = Db::open(store)?;
+        self.notice(db.revision());
+        let response = match command {
+            Command::Info => encode(&self.info(&mut db, decode(request)?)?),
+            Command::PlanContext => encode(&self.plan(&mut db, decode(request)?)?),
+            Command::AppendEvents => encode(&session::append(&mut db, decode(request)?)?),
+            Command::ReadEvents => encode(&session::read(&mut db, decode::<ReadEventsRequest>(request)?)?),
+        }?;
+        let revision = db.finish()?;
+        self.seen_revision = Some(revision);
+        Ok(response)
+    }
+
+    /// Another host may have written since this instance last looked. Session
+    /// caches validate themselves by chain digest; caches without such a check
+    /// are dropped here.
+    fn notice(&mut self, revision: u64) {
+        if self.seen_revision.is_some_and(|seen| seen != revision) {
+            self.seen_revision = None;
+        }
+    }
+
+    fn info(&mut self, db: &mut Db, request: InfoRequest) -> Result<InfoResponse> {
+        check_version("request", request.schema_version)?;
+        Ok(InfoResponse {
+            schema_version: SCHEMA_VERSION,
+            kernel: KernelIdentity { name: "ctxkernel".into(), version: env!("CARGO_PKG_VERSION").into() },
+            schema_versions: vec![SCHEMA_VERSION],
+            commands: Command::ALL.iter().map(|c| c.name().to_string()).collect(),
+            store: StoreInfo { revision: db.revision(), memory_revision: db.memory_revision()? },
+            default_policy: PlanPolicy::default(),
+            limits: Limits {
+                max_request_bytes: MAX_REQUEST_BYTES as u64,
+                max_event_bytes: session::MAX_EVENT_BYTES,
+                max_append_items: session::MAX_APPEND_ITEMS as u64,
+                max_read_events: u64::from(session::MAX_READ_EVENTS),
+                max_window: planner::MAX_WINDOW,
+            },
+        })
+    }
+
+    fn plan(&mut self, db: &mut Db, mut request: PlanRequest) -> Result<planner::ContextPlan> {
+        let (policy, input) = planner::admit(&request)?;
+        let inline = planner::normalize_inline(std::mem::take(&mut request.items), &policy)?;
+        let mut candidates: Vec<Rc<Candidate>> = inline.into_iter().map(Rc::new).collect();
+        let session = match &request.session_id {
+            Some(id) => {
+                crate::contracts::check_id("sessionId", id)?;
+                let (head, stored) = self.session(db, id)?;
+                candidates.extend(stored);
+                Some((id.clone(), head))
+            }
+            None => None,
+        };
+        let memory_revision = db.memory_revision()?;
+        planner::plan(&request, &policy, input, PlanInputs { candidates, session, memory_revision })
+    }
+
+    /// A session's events as plan candidates, from the cache when its head
+    /// still matches, catching up incrementally when the log grew.
+    fn session(&mut self, db: &mut Db, id: &str) -> Result<(Head, Vec<Rc<Candidate>>)> {
+        let (head, revision) = session::head(db, id)?;
+        if revision == 0 {
+            return Err(KernelError::new(ErrorCode::NotFound, format!("session `{id}` has no events")));
+        }
+        self.clock += 1;
+        let cached = self.sessions.remove(id).filter(|c| c.head.seq <= head.seq);
+        let (from, mut candidates) = match cached {
+            Some(c) if c.head == head => (c.head, c.candidates),
+            Some(c) => (c.head, c.candidates),
+            None => (session::genesis(id)?, Vec::new()),
+        };
+        if from != head {
+            let events = session::load(db, id, from.seq, usize::MAX)?;
+            let reached = session::verify_chain(id, &from, &events)?;
+            if reached != head {
+                return Err(KernelError::new(
+                    ErrorCode::DigestMismatch,
+                    format!("session `{id}`: its events do not add up to its head"),
+                )
+                .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
+            }
+            candidates.extend(events.into_iter().map(|e| Rc::new(Candidate { item: e.item, seq: Some(e.seq) })));
+        }
+        if self.sessions.len() >= CACHED_SESSIONS {
+            let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());
+            oldest.map(|k| self.sessions.remove(&k));
+        }
+        let result = candidates.clone();
+        self.sessions.insert(id.to_string(), CachedSession { head: head.clone(), candidates, used: self.clock });
+        Ok((head, result))
+    }
+}
+
+/// Decodes a request envelope. The version is checked before the shape, so a
+/// newer envelope is `unsupported-schema`, not a confusing field error.
+pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
+    let mut deserializer = serde_json::Deserializer::from_str(request);
+    let error = match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
+        Ok(value) => {
+            return match deserializer.end() {
+                Ok(()) => Ok(value),
+                Err(e) => Err(KernelError::invalid(format!("the request is not valid JSON: {e}"))),
+            }
+        }
+        Err(error) => error,
+    };
+    let Ok(raw) = serde_json::from_str::<Value>(request) else {
+        return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())));
+    };
+    if let Some(version) = foreign_version(&raw) {
+        check_version("the request", version)?;
+    }
+    let path = error.path().to_string();
+    Err(KernelError::invalid(format!("at `{path}`: {}", error.inner())).with_detail(json!({"path": path})))
+}
+
+/// The first `schemaVersion` that is not ours, in the envelope or its items.
+fn foreign_version(raw: &Value) -> Option<u32> {
+    let version = |v: &Value| v.get("schemaVersion").and_then(Value::as_u64);
+    let items = raw.get("items").and_then(Value::as_array).into_iter().flatten();
+    std::iter::once(raw)
+        .chain(items)
+        .filter_map(version)
+        .find(|v| *v != u64::from(SCHEMA_VERSION))
+        .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
+}
+
+fn encode<T: Serialize>(response: &T) -> Result<String> {
+    canonical::to_string(response)
+}

@@ -1,0 +1,98 @@
+//! The WIT glue: exports the command table, imports the host's store.
+
+use crate::commands::{Command, Kernel};
+use std::cell::RefCell;
+
+wit_bindgen::generate!({ path: "../wit", world: "ctxkernel" });
+
+use ctxkernel::kernel::store as host;
+use ctxkernel::kernel::types::{ErrorCode, KernelError};
+use exports::ctxkernel::kernel::kernel::Guest;
+
+thread_local! {
+    // One kernel per component instance; its caches live as long as the instance.
+    static KERNEL: RefCell<Kernel> = RefCell::new(Kernel::default());
+}
+
+struct HostStore;
+
+impl crate::store::Store for HostStore {
+    fn get(&mut self, key: &str) -> Result<Option<crate::store::Entry>, String> {
+        Ok(host::get(key)?.map(entry))
+    }
+
+    fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<crate::store::Entry>, String> {
+        Ok(host::scan(prefix, start_after, limit)?.into_iter().map(entry).collect())
+    }
+
+    fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, crate::store::PutError> {
+        host::put(key, value, expected).map_err(put_error)
+    }
+
+    fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), crate::store::PutError> {
+        host::remove(key, expected).map_err(put_error)
+    }
+}
+
+fn entry(e: host::Entry) -> crate::store::Entry {
+    crate::store::Entry { key: e.key, revision: e.revision, value: e.value }
+}
+
+fn put_error(e: host::PutError) -> crate::store::PutError {
+    match e {
+        host::PutError::Conflict(current) => crate::store::PutError::Conflict(current),
+        host::PutError::Failure(message) => crate::store::PutError::Failure(message),
+    }
+}
+
+fn run(command: Command, request: String) -> Result<String, KernelError> {
+    KERNEL.with_borrow_mut(|kernel| kernel.call(&mut HostStore, command, &request)).map_err(|e| KernelError {
+        code: code(e.code),
+        message: e.message,
+        detail: crate::canonical::to_string(&e.detail).unwrap_or_else(|_| "{}".into()),
+    })
+}
+
+fn code(code: crate::ErrorCode) -> ErrorCode {
+    use crate::ErrorCode as C;
+    match code {
+        C::InvalidRequest => ErrorCode::InvalidRequest,
+        C::UnsupportedSchema => ErrorCode::UnsupportedSchema,
+        C::ContextOverBudget => ErrorCode::ContextOverBudget,
+        C::Degraded => ErrorCode::Degraded,
+        C::Stale => ErrorCode::Stale,
+        C::ReconciliationRequired => ErrorCode::ReconciliationRequired,
+        C::ContentUnavailable => ErrorCode::ContentUnavailable,
+        C::DigestMismatch => ErrorCode::DigestMismatch,
+        C::ScopeDenied => ErrorCode::ScopeDenied,
+        C::Partial => ErrorCode::Partial,
+        C::NotFound => ErrorCode::NotFound,
+        C::Conflict => ErrorCode::Conflict,
+        C::IllegalTransition => ErrorCode::IllegalTransition,
+        C::LimitExceeded => ErrorCode::LimitExceeded,
+        C::StorageFailure => ErrorCode::StorageFailure,
+        C::Internal => ErrorCode::Internal,
+    }
+}
+
+struct Component;
+
+impl Guest for Component {
+    fn info(request: String) -> Result<String, KernelError> {
+        run(Command::Info, request)
+    }
+
+    fn plan_context(request: String) -> Result<String, KernelError> {
+        run(Command::PlanContext, request)
+    }
+
+    fn append_events(request: String) -> Result<String, KernelError> {
+        run(Command::AppendEvents, request)
+    }
+
+    fn read_events(request: String) -> Result<String, KernelError> {
+        run(Command::ReadEvents, request)
+    }
+}
+
+export!(Component);

@@ -1,0 +1,699 @@
+//! Data contracts v1 (spec section 6): the objects every host exchanges with
+//! the kernel. Each carries `schemaVersion`; an unknown version is
+//! `unsupported-schema`. Field names are camelCase on the wire.
+
+use crate::canonical::{self, Timestamp};
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::tokens;
+
+/// The one schema version this kernel reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Longest id, sink name or other short identifier accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Checks a `schemaVersion` field.
+pub fn check_version(what: &str, version: u32) -> Result<()> {
+    if version == SCHEMA_VERSION {
+        Ok(())
+    } else {
+        Err(KernelError::new(
+            ErrorCode::UnsupportedSchema,
+            format!("{what} has schemaVersion {version}; this kernel speaks {SCHEMA_VERSION}"),
+        ))
+    }
+}
+
+/// Checks a short identifier: non-empty, at most `MAX_ID_BYTES`, no control characters.
+pub fn check_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(KernelError::invalid(format!(
+            "{what} must be 1..={MAX_ID_BYTES} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+label! {
+/// What an item is; decides its budget partition (spec 6.1).
+pub enum ItemKind {
+    SystemPolicy,
+    ToolSchema,
+    Skill,
+    TaskState,
+    Message,
+    ToolEvidence,
+    Memory,
+    ProjectRule,
+    ArtifactRef,
+}
+}
+
+label! {
+/// Trust, most trusted first. Derived content takes the lowest trust of its inputs.
+pub enum Trust {
+    Host,
+    Verified,
+    User,
+    External,
+    Untrusted,
+}
+}
+
+label! {
+/// Sensitivity, least strict first. Derivation never lowers it.
+pub enum Sensitivity {
+    Public,
+    Internal,
+    Personal,
+    Secret,
+    Restricted,
+}
+}
+
+label! {
+/// Visibility scope, narrowest first (spec 6.3).
+pub enum Scope {
+    Turn,
+    Session,
+    Agent,
+    Project,
+    User,
+    Global,
+}
+}
+
+label! {
+pub enum SourceKind {
+    /// An event of a session log: `id` is the session id, `seq` the event.
+    Session,
+    File,
+    Tool,
+    Memory,
+    Content,
+    Config,
+    Web,
+    Import,
+    Host,
+}
+}
+
+contract! {
+/// Where an item or memory came from.
+pub struct SourceRef {
+    pub kind: SourceKind,
+    pub id: String,
+    /// The source's own sequence number (e.g. the session event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// A half-open range inside the source (bytes or lines, per source kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
+}
+}
+
+contract! {
+pub struct Span {
+    pub start: u64,
+    pub end: u64,
+}
+}
+
+impl SourceRef {
+    pub fn validate(&self) -> Result<()> {
+        check_id("sourceRef.id", &self.id)?;
+        if let Some(span) = &self.span {
+            if span.start > span.end {
+                return Err(KernelError::invalid("sourceRef.span.start must not exceed span.end"));
+            }
+        }
+        Ok(())
+    }
+}
+
+label! {
+pub enum Origin {
+    User,
+    Host,
+    Model,
+    Tool,
+    Import,
+    Policy,
+    Kernel,
+}
+}
+
+contract! {
+/// Who produced something and how; kept apart from the message role.
+pub struct Provenance {
+    pub origin: Origin,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Digests or ids of the inputs this was derived from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub derived_from: Vec<String>,
+}
+}
+
+impl Provenance {
+    pub fn validate(&self) -> Result<()> {
+        for (what, value) in [("provenance.actor", &self.actor), ("provenance.method", &self.method)] {
+            if let Some(value) = value {
+                check_id(what, value)?;
+            }
+        }
+        self.derived_from.iter().try_for_each(|d| check_id("provenance.derivedFrom[]", d))
+    }
+}
+
+contract! {
+/// A reference to content kept outside the context (spec 8.4).
+pub struct ContentRef {
+    /// Identity of the store holding the bytes.
+    pub store: String,
+    pub object_id: String,
+    pub digest: String,
+    pub byte_length: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Must say plainly when the text was truncated, expired or needs approval.
+    pub summary: String,
+    pub recoverable: bool,
+}
+}
+
+impl ContentRef {
+    pub fn validate(&self) -> Result<()> {
+        check_id("contentRef.store", &self.store)?;
+        check_id("contentRef.objectId", &self.object_id)?;
+        if !canonical::is_digest(&self.digest) {
+            return Err(KernelError::invalid("contentRef.digest must be `sha256:` and 64 lowercase hex digits"));
+        }
+        Ok(())
+    }
+}
+
+label! {
+pub enum RetentionMode {
+    /// Ends with the turn.
+    Turn,
+    /// Ends with the session; may be archived or promoted.
+    Session,
+    /// Expires `ttlSeconds` after creation.
+    Ttl,
+    /// Kept until deleted.
+    Durable,
+}
+}
+
+contract! {
+pub struct RetentionPolicy {
+    pub mode: RetentionMode,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
+    /// How long a deleted record waits before it may be purged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purge_after_seconds: Option<u64>,
+}
+}
+
+impl RetentionPolicy {
+    pub fn validate(&self) -> Result<()> {
+        match (self.mode, self.ttl_seconds) {
+            (RetentionMode::Ttl, None | Some(0)) => {
+                Err(KernelError::invalid("retentionPolicy mode `ttl` needs ttlSeconds > 0"))
+            }
+            (RetentionMode::Ttl, Some(_)) | (_, None) => Ok(()),
+            (_, Some(_)) => Err(KernelError::invalid("retentionPolicy.ttlSeconds is only for mode `ttl`")),
+        }
+    }
+}
+
+/// True when `sink` is one of `allowed`: exact, `*`, or a `prefix:*` pattern.
+pub fn sink_allowed(allowed: &[String], sink: &str) -> bool {
+    allowed.iter().any(|pattern| {
+        pattern == "*"
+            || pattern == sink
+            || pattern.strip_suffix('*').is_some_and(|p| p.ends_with(':') && sink.starts_with(p))
+    })
+}
+
+fn check_sinks(what: &str, sinks: &[String]) -> Result<()> {
+    sinks.iter().try_for_each(|s| check_id(what, s))
+}
+
+label! {
+pub enum Role {
+    User,
+    Assistant,
+}
+}
+
+contract! {
+/// A tool call an assistant message makes.
+pub struct ToolCall {
+    pub call_id: String,
+    pub name: String,
+}
+}
+
+label! {
+pub enum ToolOutcome {
+    Success,
+    Error,
+    /// Still running.
+    Pending,
+    /// The effect may or may not have happened; never guessed.
+    Unknown,
+}
+}
+
+contract! {
+/// The result of a tool call, carried by a `tool-evidence` item.
+pub struct ToolResult {
+    pub call_id: String,
+    pub outcome: ToolOutcome,
+}
+}
+
+label! {
+pub enum InteractionKind {
+    Approval,
+    Question,
+    HumanTask,
+}
+}
+
+label! {
+pub enum InteractionState {
+    Pending,
+    Resolved,
+    Cancelled,
+    Expired,
+}
+}
+
+contract! {
+/// A pending approval, question or human task, and its binding.
+pub struct Interaction {
+    pub kind: InteractionKind,
+    pub operation_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default)]
+    pub binding: Binding,
+    pub state: InteractionState,
+}
+}
+
+contract! {
+/// What an interaction is bound to.
+#[derive(Default)]
+pub struct Binding {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+}
+
+label! {
+pub enum TaskStatus {
+    Open,
+    InProgress,
+    Blocked,
+    Done,
+    Failed,
+    Cancelled,
+}
+}
+
+impl TaskStatus {
+    pub fn is_unfinished(self) -> bool {
+        matches!(self, TaskStatus::Open | TaskStatus::InProgress | TaskStatus::Blocked)
+    }
+}
+
+contract! {
+/// The state of a task or plan step, carried by a `task-state` item.
+pub struct TaskState {
+    pub task_id: String,
+    pub status: TaskStatus,
+}
+}
+
+label! {
+/// Identity the model must always see; the latest item of each anchor is kept.
+pub enum Anchor {
+    /// The user's current goal.
+    Goal,
+    /// Workspace, cwd and worktree identity.
+    Workspace,
+    /// The permission ceiling of this run.
+    PermissionCeiling,
+}
+}
+
+contract! {
+/// The smallest unit that can enter a model's context (spec 6.1).
+///
+/// `itemId`, `digest` and `tokenEstimate` are derived when absent; a given
+/// `digest` is verified against the content.
+pub struct ContextItem {
+    pub schema_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    pub kind: ItemKind,
+    pub scope: Scope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_id: Option<String>,
+    pub source_ref: SourceRef,
+    pub provenance: Provenance,
+    pub trust: Trust,
+    pub sensitivity: Sensitivity,
+    pub allowed_sinks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_estimate: Option<u32>,
+    pub priority: i32,
+    /// Not dropped by ordinary budgeting or compaction. Says nothing about trust.
+    pub pinned: bool,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_ref: Option<ContentRef>,
+    /// For `message` items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    /// For assistant `message` items that call tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `tool-evidence` items that answer a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<Interaction>,
+    /// For `task-state` items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<Anchor>,
+}
+}
+
+/// Limits that apply while normalizing items.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemLimits {
+    pub max_item_bytes: u64,
+}
+
+impl ContextItem {
+    /// The content's digest: of the text, or the referenced object's.
+    pub fn content_digest(&self) -> String {
+        match (&self.content, &self.content_ref) {
+            (Some(text), _) => canonical::digest_bytes(text.as_bytes()),
+            (None, Some(reference)) => reference.digest.clone(),
+            (None, None) => canonical::digest_bytes(b""),
+        }
+    }
+
+    /// The text a model would see for this item.
+    pub fn visible_text(&self) -> &str {
+        match (&self.content, &self.content_ref) {
+            (Some(text), _) => text,
+            (None, Some(reference)) => &reference.summary,
+            (None, None) => "",
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        self.item_id.as_deref().unwrap_or("")
+    }
+
+    /// Validates the item and fills `itemId`, `digest` and `tokenEstimate`.
+    /// `id_salt` makes derived ids unique where identical items can recur
+    /// (a session log passes its id and the event's sequence number).
+    pub fn normalize(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
+        check_version("context item", self.schema_version)?;
+        self.validate(limits)?;
+        let digest = self.content_digest();
+        match &self.digest {
+            Some(given) if *given != digest => {
+                return Err(KernelError::new(
+                    ErrorCode::DigestMismatch,
+                    format!("item `{}` declares digest {given} but its content hashes to {digest}", self.id()),
+                ))
+            }
+            _ => self.digest = Some(digest),
+        }
+        if self.token_estimate.is_none() {
+            self.token_estimate = Some(tokens::estimate(self.visible_text()));
+        }
+        if self.item_id.is_none() {
+            let identity = canonical::digest_value(&(id_salt, &*self))?;
+            self.item_id = Some(canonical::derived_id("it", &identity));
+        }
+        Ok(())
+    }
+
+    fn validate(&self, limits: ItemLimits) -> Result<()> {
+        let id = self.item_id.as_deref().unwrap_or("(derived)");
+        let fail = |message: &str| Err(KernelError::invalid(format!("item `{id}`: {message}")));
+        if let Some(item_id) = &self.item_id {
+            check_id("itemId", item_id)?;
+        }
+        if let Some(scope_id) = &self.scope_id {
+            check_id("scopeId", scope_id)?;
+        }
+        self.source_ref.validate()?;
+        self.provenance.validate()?;
+        check_sinks("allowedSinks[]", &self.allowed_sinks)?;
+        let bytes = match (&self.content, &self.content_ref) {
+            (Some(_), Some(_)) => return fail("has both content and contentRef"),
+            (None, None) => return fail("needs content or contentRef"),
+            (Some(text), None) => text.len() as u64,
+            (None, Some(reference)) => {
+                reference.validate()?;
+                reference.summary.len() as u64
+            }
+        };
+        if bytes > limits.max_item_bytes {
+            return Err(KernelError::limit(format!(
+                "item `{id}` has {bytes} bytes of text; the ceiling is {} (externalize it with a contentRef)",
+                limits.max_item_bytes
+            ))
+            .with_detail(serde_json::json!({"itemId": id, "bytes": bytes, "maxItemBytes": limits.max_item_bytes})));
+        }
+        if let Some(digest) = &self.digest {
+            if !canonical::is_digest(digest) {
+                return fail("digest must be `sha256:` and 64 lowercase hex digits");
+            }
+        }
+        if let (Some(expires), created) = (&self.expires_at, &self.created_at) {
+            if expires < created {
+                return fail("expiresAt is before createdAt");
+            }
+        }
+        match (self.kind, self.role) {
+            (ItemKind::Message, None) => return fail("a message needs a role"),
+            (ItemKind::Message, _) | (_, None) => {}
+            (_, Some(_)) => return fail("only message items have a role"),
+        }
+        if !self.tool_calls.is_empty() && !(self.kind == ItemKind::Message && self.role == Some(Role::Assistant)) {
+            return fail("only assistant messages carry toolCalls");
+        }
+        for call in &self.tool_calls {
+            check_id("toolCalls[].callId", &call.call_id)?;
+            check_id("toolCalls[].name", &call.name)?;
+        }
+        if let Some(result) = &self.tool_result {
+            if self.kind != ItemKind::ToolEvidence {
+                return fail("only tool-evidence items carry a toolResult");
+            }
+            check_id("toolResult.callId", &result.call_id)?;
+        }
+        if let Some(task) = &self.task {
+            if self.kind != ItemKind::TaskState {
+                return fail("only task-state items carry a task");
+            }
+            check_id("task.taskId", &task.task_id)?;
+        }
+        if let Some(interaction) = &self.interaction {
+            check_id("interaction.operationId", &interaction.operation_id)?;
+        }
+        Ok(())
+    }
+}
+
+label! {
+pub enum MemoryState {
+    Candidate,
+    Active,
+    Reinforced,
+    Superseded,
+    Archived,
+    Expired,
+    Deleted,
+    Purged,
+}
+}
+
+contract! {
+/// A durable fact under governance (spec 6.2). `confidence` (how reliable),
+/// `importance` (how useful later) and a query's relevance stay separate.
+pub struct MemoryRecord {
+    pub schema_version: u32,
+    pub memory_id: String,
+    pub scope: Scope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_id: Option<String>,
+    pub category: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    pub provenance: Provenance,
+    pub evidence_refs: Vec<SourceRef>,
+    pub confidence: f64,
+    pub importance: f64,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub sensitivity: Sensitivity,
+    pub allowed_sinks: Vec<String>,
+    pub state: MemoryState,
+    pub retention_policy: RetentionPolicy,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accessed_at: Option<Timestamp>,
+    pub access_count: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<String>,
+    /// When the fact became true, and stopped being true (temporal validity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_to: Option<Timestamp>,
+    pub revision: u64,
+    pub digest: String,
+}
+}
+
+impl MemoryRecord {
+    pub fn validate(&self) -> Result<()> {
+        check_version("memory record", self.schema_version)?;
+        check_id("memoryId", &self.memory_id)?;
+        check_id("category", &self.category)?;
+        if let Some(scope_id) = &self.scope_id {
+            check_id("scopeId", scope_id)?;
+        }
+        if self.content.trim().is_empty() {
+            return Err(KernelError::invalid("a memory needs non-empty content"));
+        }
+        for (what, value) in [("confidence", self.confidence), ("importance", self.importance)] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(KernelError::invalid(format!("{what} must be within 0..=1")));
+            }
+        }
+        self.provenance.validate()?;
+        self.evidence_refs.iter().try_for_each(SourceRef::validate)?;
+        self.tags.iter().try_for_each(|t| check_id("tags[]", t))?;
+        check_sinks("allowedSinks[]", &self.allowed_sinks)?;
+        self.retention_policy.validate()?;
+        if let (Some(from), Some(to)) = (&self.valid_from, &self.valid_to) {
+            if to < from {
+                return Err(KernelError::invalid("validTo is before validFrom"));
+            }
+        }
+        if !canonical::is_digest(&self.digest) {
+            return Err(KernelError::invalid("digest must be `sha256:` and 64 lowercase hex digits"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn message(text: &str) -> ContextItem {
+        serde_json::from_value(json!({
+            "schemaVersion": 1, "kind": "message", "role": "user", "scope": "session",
+            "sourceRef": {"kind": "session", "id": "s1", "seq": 1},
+            "provenance": {"origin": "user"}, "trust": "user", "sensitivity": "internal",
+            "allowedSinks": ["model:*"], "priority": 0, "pinned": false,
+            "createdAt": "2026-01-01T00:00:00Z", "content": text
+        }))
+        .unwrap()
+    }
+
+    const LIMITS: ItemLimits = ItemLimits { max_item_bytes: 1024 };
+
+    #[test]
+    fn normalize_derives_id_digest_and_tokens() {
+        let mut item = message("hello world");
+        item.normalize(LIMITS, "").unwrap();
+        assert_eq!(item.digest.as_deref(), Some(canonical::digest_bytes(b"hello world").as_str()));
+        assert!(item.item_id.as_deref().unwrap().starts_with("it-"));
+        assert!(item.token_estimate.unwrap() >= 2);
+        let mut again = message("hello world");
+        again.normalize(LIMITS, "").unwrap();
+        assert_eq!(item, again, "derivation is deterministic");
+        let mut salted = message("hello world");
+        salted.normalize(LIMITS, "s1#2").unwrap();
+        assert_ne!(item.item_id, salted.item_id);
+    }
+
+    #[test]
+    fn a_wrong_digest_is_a_mismatch_not_a_repair() {
+        let mut item = message("hello");
+        item.digest = Some(canonical::digest_bytes(b"other"));
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::DigestMismatch);
+    }
+
+    #[test]
+    fn oversized_items_hit_the_ceiling() {
+        let mut item = message(&"x".repeat(2000));
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::LimitExceeded);
+    }
+
+    #[test]
+    fn unknown_versions_are_unsupported() {
+        let mut item = message("hi");
+        item.schema_version = 2;
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::UnsupportedSchema);
+    }
+
+    #[test]
+    fn structure_must_match_kind() {
+        let mut item = message("hi");
+        item.tool_calls.push(ToolCall { call_id: "c1".into(), name: "grep".into() });
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn sinks_match_exactly_or_by_prefix_pattern() {
+        let allowed = vec!["model:*".to_string(), "log".to_string()];
+        assert!(sink_allowed(&allowed, "model:anthropic"));
+        assert!(sink_allowed(&allowed, "log"));
+        assert!(!sink_allowed(&allowed, "sync"));
+        assert!(!sink_allowed(&allowed, "modelx"));
+        assert!(sink_allowed(&["*".to_string()], "anything"));
+    }
+
+    #[test]
+    fn trust_and_sensitivity_order_from_safest() {
+        assert!(Trust::Host < Trust::Untrusted);
+        assert!(Sensitivity::Public < Sensitivity::Restricted);
+        assert!(Scope::Turn < Scope::Global);
+    }
+}

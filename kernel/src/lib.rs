@@ -1,0 +1,52 @@
+//! ctxkernel: one Context/Memory Kernel for AI agents.
+//!
+//! The crate is a pure core: every command is "decode the request → step the
+//! state machine of one module → encode the response", with all state in the
+//! host-supplied [`store::Store`]. It never reads a clock, randomness, the
+//! environment or files; `now` arrives in each request. Built for
+//! `wasm32-wasip2` it is the component every host loads (see `component`);
+//! built natively it is what the unit and property tests exercise.
+//!
+//! Modules follow the spec's concepts:
+//! - [`contracts`] — the v1 data contracts (ContextItem, MemoryRecord, …)
+//! - [`canonical`] — canonical JSON, digests, timestamps
+//! - [`tokens`] — the token estimator
+//! - [`store`] — the storage port and key layout
+//! - [`session`] — session event logs
+//! - [`planner`] — the context planner
+//! - [`commands`] — the command table every host calls
+
+/// A wire type: camelCase fields, unknown fields rejected.
+macro_rules! contract {
+    ($item:item) => {
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        $item
+    };
+}
+
+/// A wire enum: kebab-case names, ordered as declared.
+macro_rules! label {
+    ($item:item) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[serde(rename_all = "kebab-case")]
+        $item
+    };
+}
+
+pub mod canonical;
+pub mod commands;
+pub mod contracts;
+pub mod error;
+pub mod planner;
+pub mod session;
+pub mod store;
+pub mod tokens;
+
+#[cfg(target_arch = "wasm32")]
+mod component;
+
+pub use commands::{Command, Kernel};
+pub use error::{ErrorCode, KernelError};

@@ -1,0 +1,261 @@
+//! Session event logs: append-only, hash-chained, guarded by a CAS on the head.
+//!
+//! Each appended item gets the next sequence number and extends the chain
+//! digest `chain(n) = sha256(canonical([chain(n-1), digest(item n)]))`, so a
+//! head (seq + chain digest) names exactly one log content. A writer states
+//! the head it built on; if another writer got there first it gets `stale`
+//! with the current head and recomputes.
+
+use crate::canonical::{self, Timestamp};
+use crate::contracts::{check_id, check_version, ContextItem, ItemLimits};
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::store::{keys, Db};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// Largest item text a session log accepts; bigger content goes to the content store.
+pub const MAX_EVENT_BYTES: u64 = 16 << 20;
+/// Most items one `append-events` call may carry.
+pub const MAX_APPEND_ITEMS: usize = 10_000;
+/// Most events one `read-events` call returns.
+pub const MAX_READ_EVENTS: u32 = 10_000;
+
+contract! {
+/// A session log's head: how many events it has and the chain digest over them.
+pub struct Head {
+    pub seq: u64,
+    pub digest: String,
+}
+}
+
+contract! {
+/// The head a writer built on. Without `digest`, only the sequence is compared.
+pub struct ExpectedHead {
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+}
+
+contract! {
+pub struct AppendEventsRequest {
+    pub schema_version: u32,
+    pub session_id: String,
+    pub expected_head: ExpectedHead,
+    pub items: Vec<ContextItem>,
+    pub now: Timestamp,
+}
+}
+
+contract! {
+pub struct AppendEventsResponse {
+    pub schema_version: u32,
+    pub session_id: String,
+    pub head: Head,
+    pub appended: Vec<Appended>,
+}
+}
+
+contract! {
+pub struct Appended {
+    pub seq: u64,
+    pub item_id: String,
+    pub digest: String,
+    pub token_estimate: u32,
+}
+}
+
+contract! {
+pub struct ReadEventsRequest {
+    pub schema_version: u32,
+    pub session_id: String,
+    /// Return events with a sequence number above this (default 0: from the start).
+    #[serde(default)]
+    pub after_seq: u64,
+    #[serde(default = "default_read_limit")]
+    pub limit: u32,
+}
+}
+
+fn default_read_limit() -> u32 {
+    1000
+}
+
+contract! {
+pub struct ReadEventsResponse {
+    pub schema_version: u32,
+    pub session_id: String,
+    pub head: Head,
+    pub events: Vec<Event>,
+    /// True when events after the last one returned exist.
+    pub more: bool,
+}
+}
+
+contract! {
+/// One event of a session log as stored.
+pub struct Event {
+    pub seq: u64,
+    /// The chain digest after this event.
+    pub chain: String,
+    pub appended_at: Timestamp,
+    pub item: ContextItem,
+}
+}
+
+contract! {
+struct StoredHead {
+    schema_version: u32,
+    session_id: String,
+    seq: u64,
+    digest: String,
+    updated_at: Timestamp,
+}
+}
+
+contract! {
+struct ItemIndex {
+    seq: u64,
+}
+}
+
+/// The head of a session that has no events yet.
+pub fn genesis(session_id: &str) -> Result<Head> {
+    Ok(Head { seq: 0, digest: canonical::digest_value(&json!({"session": session_id}))? })
+}
+
+fn chain(prev: &str, item: &ContextItem) -> Result<String> {
+    canonical::digest_value(&(prev, canonical::digest_value(item)?))
+}
+
+/// Reads a session's head and the store revision of its key (0: new session).
+pub fn head(db: &mut Db, session_id: &str) -> Result<(Head, u64)> {
+    match db.get::<StoredHead>(&keys::session_head(session_id))? {
+        Some((revision, stored)) => Ok((Head { seq: stored.seq, digest: stored.digest }, revision)),
+        None => Ok((genesis(session_id)?, 0)),
+    }
+}
+
+pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsResponse> {
+    check_version("request", request.schema_version)?;
+    check_id("sessionId", &request.session_id)?;
+    if request.items.is_empty() {
+        return Err(KernelError::invalid("append-events needs at least one item"));
+    }
+    if request.items.len() > MAX_APPEND_ITEMS {
+        return Err(KernelError::limit(format!(
+            "append-events carries {} items; the ceiling is {MAX_APPEND_ITEMS}",
+            request.items.len()
+        )));
+    }
+    let session = request.session_id.as_str();
+    let (mut head, head_revision) = head(db, session)?;
+    let expected = &request.expected_head;
+    if expected.seq != head.seq || expected.digest.as_ref().is_some_and(|d| *d != head.digest) {
+        return Err(KernelError::new(
+            ErrorCode::Stale,
+            format!("session `{session}` is at seq {} but the writer built on seq {}", head.seq, expected.seq),
+        )
+        .with_detail(json!({"sessionId": session, "currentHead": head, "expectedHead": expected})));
+    }
+
+    let limits = ItemLimits { max_item_bytes: MAX_EVENT_BYTES };
+    let mut events = Vec::with_capacity(request.items.len());
+    let mut batch_ids = BTreeMap::new();
+    for mut item in request.items {
+        let seq = head.seq + 1;
+        item.normalize(limits, &format!("{session}#{seq}"))?;
+        let item_id = item.id().to_string();
+        if batch_ids.insert(item_id.clone(), seq).is_some() {
+            return Err(KernelError::invalid(format!("itemId `{item_id}` appears twice in one append")));
+        }
+        head = Head { seq, digest: chain(&head.digest, &item)? };
+        events.push(Event { seq, chain: head.digest.clone(), appended_at: request.now.clone(), item });
+    }
+
+    let mut appended = Vec::with_capacity(events.len());
+    for event in &events {
+        let item = &event.item;
+        let index_key = keys::session_item(session, item.id());
+        if let Some((_, existing)) = db.get::<ItemIndex>(&index_key)? {
+            return Err(KernelError::invalid(format!(
+                "itemId `{}` is already event {} of session `{session}`",
+                item.id(),
+                existing.seq
+            )));
+        }
+        db.put(&index_key, &ItemIndex { seq: event.seq }, Some(0))?;
+        db.put(&keys::session_event(session, event.seq), event, Some(0))?;
+        appended.push(Appended {
+            seq: event.seq,
+            item_id: item.id().to_string(),
+            digest: item.digest.clone().unwrap_or_default(),
+            token_estimate: item.token_estimate.unwrap_or(0),
+        });
+    }
+    let stored = StoredHead {
+        schema_version: crate::contracts::SCHEMA_VERSION,
+        session_id: session.to_string(),
+        seq: head.seq,
+        digest: head.digest.clone(),
+        updated_at: request.now,
+    };
+    db.put(&keys::session_head(session), &stored, Some(head_revision))?;
+    Ok(AppendEventsResponse { schema_version: 1, session_id: request.session_id, head, appended })
+}
+
+pub fn read(db: &mut Db, request: ReadEventsRequest) -> Result<ReadEventsResponse> {
+    check_version("request", request.schema_version)?;
+    check_id("sessionId", &request.session_id)?;
+    if request.limit == 0 || request.limit > MAX_READ_EVENTS {
+        return Err(KernelError::limit(format!("limit must be within 1..={MAX_READ_EVENTS}")));
+    }
+    let session = request.session_id.as_str();
+    let (head, revision) = head(db, session)?;
+    if revision == 0 {
+        return Err(KernelError::new(ErrorCode::NotFound, format!("session `{session}` has no events")));
+    }
+    let events = load(db, session, request.after_seq, request.limit as usize)?;
+    let more = events.last().is_some_and(|e| e.seq < head.seq);
+    Ok(ReadEventsResponse { schema_version: 1, session_id: request.session_id, head, events, more })
+}
+
+/// Events after `after_seq`, at most `limit`, with their chain verified from
+/// `after_seq` onward when it starts at 0.
+pub fn load(db: &mut Db, session: &str, after_seq: u64, limit: usize) -> Result<Vec<Event>> {
+    let start_after = if after_seq == 0 { String::new() } else { keys::session_event(session, after_seq) };
+    let events: Vec<Event> = db
+        .scan::<Event>(&keys::session_events(session), &start_after, limit)?
+        .into_iter()
+        .map(|(_, event)| event)
+        .collect();
+    let mut expected_seq = after_seq;
+    for event in &events {
+        expected_seq += 1;
+        if event.seq != expected_seq {
+            return Err(KernelError::storage(format!(
+                "session `{session}` is missing event {expected_seq} (found {})",
+                event.seq
+            )));
+        }
+        check_version("stored event", event.item.schema_version)?;
+    }
+    Ok(events)
+}
+
+/// Verifies that `events` extend the chain from `from` (the head before the first of them).
+pub fn verify_chain(session: &str, from: &Head, events: &[Event]) -> Result<Head> {
+    let mut head = from.clone();
+    for event in events {
+        let digest = chain(&head.digest, &event.item)?;
+        if digest != event.chain || event.seq != head.seq + 1 {
+            return Err(KernelError::new(
+                ErrorCode::DigestMismatch,
+                format!("session `{session}` event {} does not match its chain digest", event.seq),
+            )
+            .with_detail(json!({"sessionId": session, "seq": event.seq})));
+        }
+        head = Head { seq: event.seq, digest };
+    }
+    Ok(head)
+}

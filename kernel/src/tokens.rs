@@ -1,0 +1,125 @@
+//! A deterministic, script-aware token estimator, used when the host gives no
+//! `tokenEstimate`.
+//!
+//! It walks the text once, classifying runs (Latin words, digits, whitespace,
+//! punctuation, CJK, other scripts, emoji) and charging each run what
+//! `o200k_base`-style BPE vocabularies typically spend on it, in thousandths
+//! of a token. The weights are tuned to over-count slightly: running out of
+//! window is worse than leaving a little of it unused. The calibration test
+//! checks it against `o200k_base` on a mixed English/Chinese/code corpus.
+
+/// Estimated tokens of `text`; at least 1 for non-empty text.
+pub fn estimate(text: &str) -> u32 {
+    if text.is_empty() {
+        return 0;
+    }
+    let mut milli: u64 = 0;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match class(c) {
+            Class::Latin => {
+                let mut len = 1u64;
+                let mut humps = 0u64;
+                let mut prev_lower = c.is_lowercase();
+                while let Some(&n) = chars.peek() {
+                    if class(n) != Class::Latin {
+                        break;
+                    }
+                    if prev_lower && n.is_uppercase() {
+                        humps += 1;
+                    }
+                    prev_lower = n.is_lowercase();
+                    len += 1;
+                    chars.next();
+                }
+                milli += word_cost(len) + humps * 300;
+            }
+            Class::Digit => {
+                let mut len = 1u64;
+                while chars.next_if(|n| n.is_ascii_digit()).is_some() {
+                    len += 1;
+                }
+                milli += len.div_ceil(3) * 1000;
+            }
+            Class::Space => {
+                let mut newline = c == '\n';
+                let mut len = 1u64;
+                while let Some(n) = chars.next_if(|n| class(*n) == Class::Space) {
+                    newline |= n == '\n';
+                    len += 1;
+                }
+                // One space merges into the next word; runs and newlines cost a token.
+                if newline || len > 1 {
+                    milli += 1000;
+                }
+            }
+            Class::Punct => milli += 700,
+            Class::Cjk => milli += 830,
+            Class::OtherLetter => milli += 550,
+            Class::Symbol => milli += 2000,
+            Class::Joiner => milli += 700,
+        }
+    }
+    (milli.div_ceil(1000) as u32).max(1)
+}
+
+fn word_cost(len: u64) -> u64 {
+    // Common short words are one token; longer words and identifiers split.
+    1000 + len.saturating_sub(6) * 300
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Latin,
+    Digit,
+    Space,
+    Punct,
+    Cjk,
+    OtherLetter,
+    Symbol,
+    Joiner,
+}
+
+fn class(c: char) -> Class {
+    match c {
+        'a'..='z' | 'A'..='Z' => Class::Latin,
+        '0'..='9' => Class::Digit,
+        ' ' | '\t' | '\n' | '\r' => Class::Space,
+        '!'..='/' | ':'..='@' | '['..='`' | '{'..='~' => Class::Punct,
+        '\u{200d}' | '\u{fe00}'..='\u{fe0f}' | '\u{1f3fb}'..='\u{1f3ff}' => Class::Joiner,
+        // Latin-1 and Latin Extended letters mostly merge with their word.
+        '\u{00c0}'..='\u{024f}' if c.is_alphabetic() => Class::Latin,
+        '\u{1100}'..='\u{11ff}'
+        | '\u{2e80}'..='\u{2fdf}'
+        | '\u{3000}'..='\u{303f}'
+        | '\u{3040}'..='\u{30ff}'
+        | '\u{3100}'..='\u{31ff}'
+        | '\u{3400}'..='\u{4dbf}'
+        | '\u{4e00}'..='\u{9fff}'
+        | '\u{ac00}'..='\u{d7af}'
+        | '\u{f900}'..='\u{faff}'
+        | '\u{ff00}'..='\u{ffef}'
+        | '\u{20000}'..='\u{3134f}' => Class::Cjk,
+        c if c.is_alphabetic() => Class::OtherLetter,
+        c if c.is_whitespace() => Class::Space,
+        _ => Class::Symbol,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_zero_and_anything_else_at_least_one() {
+        assert_eq!(estimate(""), 0);
+        assert_eq!(estimate("a"), 1);
+        assert_eq!(estimate("。"), 1);
+    }
+
+    #[test]
+    fn scripts_cost_differently() {
+        assert!(estimate("上下文规划器") > estimate("planner"));
+        assert!(estimate("internationalizationConfiguration") > estimate("the cat"));
+    }
+}
