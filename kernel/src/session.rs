@@ -173,18 +173,20 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
         events.push(Event { seq, chain: head.digest.clone(), appended_at: request.now.clone(), item });
     }
 
-    let mut appended = Vec::with_capacity(events.len());
+    // Every check before any write.
     for event in &events {
-        let item = &event.item;
-        let index_key = keys::session_item(session, item.id());
-        if let Some((_, existing)) = db.get::<ItemIndex>(&index_key)? {
+        let item_id = event.item.id();
+        if let Some((_, existing)) = db.get::<ItemIndex>(&keys::session_item(session, item_id))? {
             return Err(KernelError::invalid(format!(
-                "itemId `{}` is already event {} of session `{session}`",
-                item.id(),
+                "itemId `{item_id}` is already event {} of session `{session}`",
                 existing.seq
             )));
         }
-        db.put(&index_key, &ItemIndex { seq: event.seq }, Some(0))?;
+    }
+    let mut appended = Vec::with_capacity(events.len());
+    for event in &events {
+        let item = &event.item;
+        db.put(&keys::session_item(session, item.id()), &ItemIndex { seq: event.seq }, Some(0))?;
         db.put(&keys::session_event(session, event.seq), event, Some(0))?;
         appended.push(Appended {
             seq: event.seq,

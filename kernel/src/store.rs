@@ -214,14 +214,12 @@ fn put_error(key: &str, error: PutError) -> KernelError {
     }
 }
 
-/// An in-memory store for native tests; hosts have their own.
-#[cfg(test)]
+/// An in-memory store for native use and tests (hosts bring their own).
 #[derive(Default, Clone)]
 pub struct MemStore {
     pub entries: std::collections::BTreeMap<String, (u64, Vec<u8>)>,
 }
 
-#[cfg(test)]
 impl Store for MemStore {
     fn get(&mut self, key: &str) -> Result<Option<Entry>, String> {
         Ok(self.entries.get(key).map(|(revision, value)| Entry {
