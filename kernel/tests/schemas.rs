@@ -1,0 +1,132 @@
+//! `wit/schemas/` are the JSON Schemas of every v1 envelope. They are
+//! generated from the Rust types, so this test fails when the two drift;
+//! `CTXK_BLESS=1 cargo test --features schema --test schemas` rewrites them.
+//! Real requests and responses are then validated against them with an
+//! independent validator, so the schemas also match what the kernel accepts
+//! and emits on the wire.
+
+mod common;
+
+use common::*;
+use ctxkernel::commands::{InfoRequest, InfoResponse};
+use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};
+use ctxkernel::planner::{ContextPlan, PlanRequest};
+use ctxkernel::session::{AppendEventsRequest, AppendEventsResponse, ReadEventsRequest, ReadEventsResponse};
+use ctxkernel::store::MemStore;
+use ctxkernel::Command;
+use schemars::{schema_for, Schema};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn schemas() -> Vec<(&'static str, Schema)> {
+    vec![
+        ("context-item", schema_for!(ContextItem)),
+        ("memory-record", schema_for!(MemoryRecord)),
+        ("scope", schema_for!(Scope)),
+        ("source-ref", schema_for!(SourceRef)),
+        ("provenance", schema_for!(Provenance)),
+        ("content-ref", schema_for!(ContentRef)),
+        ("retention-policy", schema_for!(RetentionPolicy)),
+        ("context-plan", schema_for!(ContextPlan)),
+        ("plan-context.request", schema_for!(PlanRequest)),
+        ("append-events.request", schema_for!(AppendEventsRequest)),
+        ("append-events.response", schema_for!(AppendEventsResponse)),
+        ("read-events.request", schema_for!(ReadEventsRequest)),
+        ("read-events.response", schema_for!(ReadEventsResponse)),
+        ("info.request", schema_for!(InfoRequest)),
+        ("info.response", schema_for!(InfoResponse)),
+    ]
+}
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wit/schemas")
+}
+
+fn load(name: &str) -> Value {
+    let path = dir().join(format!("{name}.schema.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing {}", path.display()))).unwrap()
+}
+
+#[test]
+fn checked_in_schemas_match_the_rust_types() {
+    let bless = std::env::var_os("CTXK_BLESS").is_some();
+    let mut stale = Vec::new();
+    for (name, schema) in schemas() {
+        let path = dir().join(format!("{name}.schema.json"));
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        if bless {
+            std::fs::create_dir_all(dir()).unwrap();
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            stale.push(name);
+        }
+    }
+    assert!(stale.is_empty(), "schemas out of date: {stale:?}; rerun with CTXK_BLESS=1");
+    let mut files: Vec<String> = std::fs::read_dir(dir()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    files.sort();
+    assert_eq!(files.len(), schemas().len(), "stray files in wit/schemas: {files:?}");
+}
+
+fn validator(name: &str) -> jsonschema::Validator {
+    jsonschema::validator_for(&load(name)).unwrap_or_else(|e| panic!("{name} is not a valid schema: {e}"))
+}
+
+fn assert_valid(name: &str, instance: &Value) {
+    let errors: Vec<String> = validator(name).iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}");
+}
+
+#[test]
+fn wire_messages_conform_to_their_schemas() {
+    let examples = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/demo");
+    let read = |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(examples.join(f)).unwrap()).unwrap() };
+    let append_request = read("session.json");
+    let plan_request = read("plan-32k.json");
+    assert_valid("append-events.request", &append_request);
+    assert_valid("plan-context.request", &plan_request);
+    for item in append_request["items"].as_array().unwrap() {
+        assert_valid("context-item", item);
+    }
+
+    let mut store = MemStore::default();
+    let appended = call(&mut store, Command::AppendEvents, &append_request).unwrap();
+    assert_valid("append-events.response", &appended);
+    let plan = call(&mut store, Command::PlanContext, &plan_request).unwrap();
+    assert_valid("context-plan", &plan);
+    let events = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": append_request["sessionId"]})).unwrap();
+    assert_valid("read-events.response", &events);
+    assert_valid("info.request", &json!({"schemaVersion": 1}));
+    assert_valid("info.response", &call(&mut store, Command::Info, &json!({"schemaVersion": 1})).unwrap());
+}
+
+#[test]
+fn schemas_reject_what_the_kernel_rejects() {
+    let mut conv = Conv::new();
+    conv.user("hello");
+    let good = conv.items[0].clone();
+    assert_valid("context-item", &good);
+    let mutations: [(&str, Value); 4] = [
+        ("trust", json!("very-trusted")),
+        ("priority", json!("high")),
+        ("unknownField", json!(1)),
+        ("createdAt", json!(17)),
+    ];
+    let item_schema = validator("context-item");
+    for (field, value) in mutations {
+        let mut bad = good.clone();
+        bad[field] = value;
+        assert!(!item_schema.is_valid(&bad), "the schema accepts a bad `{field}`");
+        let err = plan_value(&request(&[bad], 1_000)).unwrap_err();
+        assert_eq!(err.code, ctxkernel::ErrorCode::InvalidRequest, "the kernel accepts a bad `{field}`");
+    }
+    let record = json!({
+        "schemaVersion": 1, "memoryId": "m1", "scope": "project", "scopeId": "ledger", "category": "preference",
+        "content": "Use pnpm", "provenance": {"origin": "user"}, "evidenceRefs": [{"kind": "session", "id": "s", "seq": 3}],
+        "confidence": 0.9, "importance": 0.5, "tags": [], "sensitivity": "internal", "allowedSinks": ["model:*"],
+        "state": "active", "retentionPolicy": {"mode": "durable"}, "createdAt": NOW, "updatedAt": NOW,
+        "accessCount": 0, "revision": 1, "digest": format!("sha256:{}", "a".repeat(64))
+    });
+    assert_valid("memory-record", &record);
+    let parsed: MemoryRecord = serde_json::from_value(record).unwrap();
+    parsed.validate().unwrap();
+}
