@@ -25,7 +25,7 @@ use bindings::ctxkernel::kernel::{store as port, types};
 use serde_json::Value;
 use std::fmt;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Engine, Store};
+use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The component artifact this library was built with.
@@ -129,6 +129,7 @@ struct State {
     store: Box<dyn HostStore>,
     wasi: WasiCtx,
     table: ResourceTable,
+    limits: StoreLimits,
 }
 
 impl WasiView for State {
@@ -157,27 +158,49 @@ impl port::Host for State {
     }
 }
 
+/// Bounds on one kernel instance. A call that exceeds one traps: its
+/// transaction is rolled back and the instance is replaced.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Wasm fuel (roughly, instructions) one call may spend.
+    pub fuel_per_call: Option<u64>,
+    /// The most linear memory the instance may grow to, in bytes.
+    pub max_memory_bytes: Option<usize>,
+}
+
 /// A compiled component, shareable by many kernels in one process.
 #[derive(Clone)]
 pub struct Runtime {
     engine: Engine,
     component: Component,
     linker: std::sync::Arc<Linker<State>>,
+    limits: Limits,
 }
 
 impl Runtime {
     /// Compiles the embedded component.
     pub fn new() -> anyhow::Result<Self> {
-        Self::from_bytes(COMPONENT)
+        Self::with_limits(COMPONENT, Limits::default())
     }
 
-    pub fn from_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
-        let engine = Engine::default();
+    /// Compiles `bytes` (a ctxkernel component) with the given bounds.
+    pub fn with_limits(bytes: &[u8], limits: Limits) -> anyhow::Result<Self> {
+        let mut config = Config::new();
+        config.consume_fuel(limits.fuel_per_call.is_some());
+        let engine = Engine::new(&config)?;
         let component = Component::new(&engine, bytes)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         bindings::Ctxkernel::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;
-        Ok(Runtime { engine, component, linker: std::sync::Arc::new(linker) })
+        Ok(Runtime { engine, component, linker: std::sync::Arc::new(linker), limits })
+    }
+
+    /// Changes the fuel each call may spend. Only a runtime compiled with a
+    /// fuel limit meters fuel at all.
+    pub fn set_fuel_per_call(&mut self, fuel: u64) -> anyhow::Result<()> {
+        anyhow::ensure!(self.limits.fuel_per_call.is_some(), "this runtime was compiled without fuel metering");
+        self.limits.fuel_per_call = Some(fuel);
+        Ok(())
     }
 
     /// The interfaces the component imports and exports, by name.
@@ -215,7 +238,17 @@ impl Kernel {
             // kernel gets nothing from the host but its store. Panic messages go
             // to this process's stderr.
             let wasi = WasiCtx::builder().inherit_stderr().build();
-            let mut wasm = Store::new(&self.runtime.engine, State { store, wasi, table: ResourceTable::new() });
+            let mut limits = StoreLimitsBuilder::new();
+            if let Some(bytes) = self.runtime.limits.max_memory_bytes {
+                limits = limits.memory_size(bytes);
+            }
+            let state = State { store, wasi, table: ResourceTable::new(), limits: limits.build() };
+            let mut wasm = Store::new(&self.runtime.engine, state);
+            wasm.limiter(|state| &mut state.limits);
+            if let Some(fuel) = self.runtime.limits.fuel_per_call {
+                // Instantiation runs the component's initializers, which spend fuel too.
+                wasm.set_fuel(fuel).map_err(|e| KernelError::host(ErrorCode::Internal, e.to_string()))?;
+            }
             match bindings::Ctxkernel::instantiate(&mut wasm, &self.runtime.component, &self.runtime.linker) {
                 Ok(bindings) => self.instance = Some((wasm, bindings)),
                 Err(e) => {
@@ -230,22 +263,35 @@ impl Kernel {
     /// Runs one command (`info`, `plan-context`, …) with a JSON request and
     /// returns the kernel's canonical JSON response.
     pub fn call(&mut self, command: &str, request: &str) -> Result<String, KernelError> {
+        if !COMMANDS.contains(&command) {
+            return Err(KernelError::host(ErrorCode::InvalidRequest, format!("no command `{command}`")));
+        }
+        let fuel = self.runtime.limits.fuel_per_call;
         let (wasm, bindings) = self.instance()?;
-        let exports = bindings.ctxkernel_kernel_kernel();
+        if let Some(fuel) = fuel {
+            wasm.set_fuel(fuel).map_err(|e| KernelError::host(ErrorCode::Internal, e.to_string()))?;
+        }
         wasm.data_mut()
             .store
             .begin()
             .map_err(|e| KernelError::host(ErrorCode::StorageFailure, format!("cannot begin a transaction: {e}")))?;
-        let outcome = match command {
+        let exports = bindings.ctxkernel_kernel_kernel();
+        // A panicking host store unwinds through the call: roll back and
+        // discard the instance before letting the panic continue.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match command {
             "info" => exports.call_info(&mut *wasm, request),
             "plan-context" => exports.call_plan_context(&mut *wasm, request),
             "append-events" => exports.call_append_events(&mut *wasm, request),
-            "read-events" => exports.call_read_events(&mut *wasm, request),
-            other => {
-                let _ = wasm.data_mut().store.rollback();
-                return Err(KernelError::host(ErrorCode::InvalidRequest, format!("no command `{other}`")));
+            _ => exports.call_read_events(&mut *wasm, request),
+        }));
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(panic) => {
+                let _ = self.discard();
+                std::panic::resume_unwind(panic);
             }
         };
+        let (wasm, _) = self.instance.as_mut().expect("the instance ran the call");
         let store = &mut wasm.data_mut().store;
         match outcome {
             Ok(Ok(response)) => match store.commit() {
@@ -261,13 +307,19 @@ impl Kernel {
                 Err(KernelError { code: error.code.into(), message: error.message, detail })
             }
             Err(trap) => {
-                let rolled_back = store.rollback();
-                let (wasm, _) = self.instance.take().expect("the instance ran the call");
-                self.idle = Some(wasm.into_data().store);
-                rolled_back.map_err(|e| KernelError::host(ErrorCode::StorageFailure, e))?;
+                self.discard().map_err(|e| KernelError::host(ErrorCode::StorageFailure, e))?;
                 Err(KernelError::host(ErrorCode::Internal, format!("the kernel trapped; nothing was written: {trap:#}")))
             }
         }
+    }
+
+    /// Rolls back the open transaction and drops the instance, keeping the store.
+    fn discard(&mut self) -> Result<(), String> {
+        let (wasm, _) = self.instance.take().expect("an instance is running");
+        let mut store = wasm.into_data().store;
+        let rolled_back = store.rollback();
+        self.idle = Some(store);
+        rolled_back
     }
 
     /// `call` with JSON values.

@@ -1,0 +1,264 @@
+//! The built component, run by wasmtime: its interface, typed errors for bad
+//! input, one transaction per call (rolled back on error, trap or host panic),
+//! and two kernels sharing one SQLite file.
+
+use ctxkernel_host::{Entry, ErrorCode, HostStore, Kernel, Limits, MemoryStore, PutError, Runtime, SqliteStore, COMPONENT};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+const NOW: &str = "2026-06-01T12:00:00Z";
+
+/// A memory store the test can inspect while a kernel uses it, with faults to inject.
+#[derive(Clone, Default)]
+struct Probe {
+    inner: Arc<Mutex<ProbeState>>,
+}
+
+#[derive(Default)]
+struct ProbeState {
+    store: MemoryStore,
+    puts: usize,
+    fail_put_at: Option<usize>,
+    panic_put_at: Option<usize>,
+}
+
+impl Probe {
+    fn dump(&self) -> Vec<(String, u64, Vec<u8>)> {
+        let state = self.inner.lock().unwrap();
+        state.store.entries().map(|(k, r, v)| (k.to_string(), r, v.to_vec())).collect()
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut ProbeState) -> R) -> R {
+        f(&mut self.inner.lock().unwrap())
+    }
+}
+
+impl HostStore for Probe {
+    fn get(&mut self, key: &str) -> Result<Option<Entry>, String> {
+        self.with(|s| s.store.get(key))
+    }
+    fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
+        self.with(|s| s.store.scan(prefix, start_after, limit))
+    }
+    fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError> {
+        let (panic, fail) = self.with(|s| {
+            s.puts += 1;
+            (s.panic_put_at == Some(s.puts), s.fail_put_at == Some(s.puts))
+        });
+        if panic {
+            panic!("the host store blew up");
+        }
+        if fail {
+            return Err(PutError::Failure("disk full".into()));
+        }
+        self.with(|s| s.store.put(key, value, expected))
+    }
+    fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError> {
+        self.with(|s| s.store.remove(key, expected))
+    }
+    fn begin(&mut self) -> Result<(), String> {
+        self.with(|s| s.store.begin())
+    }
+    fn commit(&mut self) -> Result<(), String> {
+        self.with(|s| s.store.commit())
+    }
+    fn rollback(&mut self) -> Result<(), String> {
+        self.with(|s| s.store.rollback())
+    }
+}
+
+fn item(seq: u64, role: &str, text: &str) -> Value {
+    json!({
+        "schemaVersion": 1, "itemId": format!("e{seq}"), "kind": "message", "role": role, "scope": "session",
+        "sourceRef": {"kind": "session", "id": "s1", "seq": seq}, "provenance": {"origin": "user"},
+        "trust": "user", "sensitivity": "internal", "allowedSinks": ["model:*"], "priority": 0,
+        "pinned": false, "createdAt": NOW, "content": text
+    })
+}
+
+fn append_request(from: u64, count: u64) -> Value {
+    let items: Vec<Value> = (from + 1..=from + count).map(|i| item(i, "user", &format!("message {i} with some words"))).collect();
+    json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"seq": from}, "items": items, "now": NOW})
+}
+
+fn plan_request() -> Value {
+    json!({"schemaVersion": 1, "now": NOW, "sink": "model:test", "sessionId": "s1",
+           "model": {"profile": "test", "window": 8000, "reservedOutput": 1000, "safetyMargin": 100}})
+}
+
+#[test]
+fn the_component_imports_its_store_and_exports_the_kernel() {
+    let (imports, exports) = Runtime::new().unwrap().interfaces();
+    assert!(imports.contains(&"ctxkernel:kernel/store@0.1.0".to_string()), "{imports:?}");
+    assert_eq!(exports, ["ctxkernel:kernel/kernel@0.1.0"]);
+    // Nothing that could make it non-deterministic: no clocks, randomness, files or sockets.
+    for import in &imports {
+        let allowed = import.starts_with("ctxkernel:kernel/") || import.starts_with("wasi:cli/") || import.starts_with("wasi:io/");
+        assert!(allowed, "unexpected import {import}");
+    }
+}
+
+#[test]
+fn bad_input_through_the_component_is_typed_and_changes_nothing() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    kernel.append_events(&append_request(0, 3)).unwrap();
+    let before = probe.dump();
+
+    let mut wrong_type = plan_request();
+    wrong_type["model"]["window"] = json!("large");
+    let mut negative = plan_request();
+    negative["model"]["reservedOutput"] = json!(-5);
+    let mut version = append_request(3, 1);
+    version["items"][0]["schemaVersion"] = json!(7);
+    let mut oversized = plan_request();
+    oversized["items"] = json!([item(99, "user", &"x".repeat(2 << 20))]);
+    let cases: Vec<(&str, String, ErrorCode)> = vec![
+        ("plan-context", "{\"schemaVersion\":1,".into(), ErrorCode::InvalidRequest),
+        ("plan-context", wrong_type.to_string(), ErrorCode::InvalidRequest),
+        ("plan-context", negative.to_string(), ErrorCode::InvalidRequest),
+        ("plan-context", plan_request().to_string().replace("8000", "99999999999999999999"), ErrorCode::InvalidRequest),
+        ("plan-context", oversized.to_string(), ErrorCode::LimitExceeded),
+        ("append-events", version.to_string(), ErrorCode::UnsupportedSchema),
+        ("append-events", append_request(0, 1).to_string(), ErrorCode::Stale),
+        ("read-events", json!({"schemaVersion": 1, "sessionId": "nope"}).to_string(), ErrorCode::NotFound),
+        ("no-such-command", "{}".into(), ErrorCode::InvalidRequest),
+    ];
+    for (command, request, code) in cases {
+        let err = kernel.call(command, &request).unwrap_err();
+        assert_eq!(err.code, code, "{command}: {}", err.message);
+        assert!(!err.message.is_empty());
+    }
+    let stale = kernel.append_events(&append_request(0, 1)).unwrap_err();
+    assert_eq!(stale.detail["currentHead"]["seq"], 3, "stale carries the current head");
+    assert_eq!(probe.dump(), before, "errors leave the store unchanged");
+    // And the kernel still works.
+    assert_eq!(kernel.plan_context(&plan_request()).unwrap()["context"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn unreadable_store_values_are_storage_failures_not_traps() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    kernel.append_events(&append_request(0, 2)).unwrap();
+    for garbage in [vec![0xff, 0xfe, 0x00], b"{\"seq\": \"two\"}".to_vec()] {
+        probe.with(|s| {
+            let key = "ses/s1/ev/00000000000000000002";
+            let rev = s.store.get(key).unwrap().unwrap().revision;
+            s.store.put(key, &garbage, Some(rev)).unwrap();
+        });
+        let err = Kernel::new(probe.clone()).unwrap().plan_context(&plan_request()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::StorageFailure, "{}", err.message);
+    }
+}
+
+#[test]
+fn a_failing_store_write_rolls_the_whole_call_back() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    kernel.append_events(&append_request(0, 1)).unwrap();
+    let before = probe.dump();
+    probe.with(|s| s.fail_put_at = Some(s.puts + 3));
+    let err = kernel.append_events(&append_request(1, 4)).unwrap_err();
+    assert_eq!(err.code, ErrorCode::StorageFailure);
+    assert_eq!(probe.dump(), before, "two puts landed before the failure and were rolled back");
+}
+
+#[test]
+fn a_host_panic_mid_call_rolls_back_and_the_kernel_recovers() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    kernel.append_events(&append_request(0, 1)).unwrap();
+    let before = probe.dump();
+    probe.with(|s| s.panic_put_at = Some(s.puts + 2));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| kernel.append_events(&append_request(1, 4))));
+    assert!(outcome.is_err(), "the host's panic propagates");
+    assert_eq!(probe.dump(), before);
+    let head = kernel.append_events(&append_request(1, 4)).unwrap()["head"]["seq"].clone();
+    assert_eq!(head, 5, "a fresh instance continues over the same store");
+}
+
+#[test]
+fn a_trap_mid_call_rolls_back_and_the_kernel_recovers() {
+    // Find the smallest fuel that completes the call; one unit less traps at
+    // its very end, after the writes.
+    let runtime = Runtime::with_limits(COMPONENT, Limits { fuel_per_call: Some(1), max_memory_bytes: None }).unwrap();
+    let run = |fuel: u64| {
+        let probe = Probe::default();
+        let mut limited = runtime.clone();
+        limited.set_fuel_per_call(fuel).unwrap();
+        let mut kernel = Kernel::with_runtime(limited, probe.clone());
+        let result = kernel.append_events(&append_request(0, 20));
+        (result, probe, kernel)
+    };
+    let (mut low, mut high) = (1u64, 1u64 << 40);
+    while low < high {
+        let mid = low + (high - low) / 2;
+        if run(mid).0.is_ok() { high = mid } else { low = mid + 1 }
+    }
+    let (result, probe, mut kernel) = run(low - 1);
+    let err = result.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert!(err.message.contains("trapped"), "{}", err.message);
+    assert!(probe.with(|s| s.puts) > 40, "the trap came after the writes");
+    assert!(probe.dump().is_empty(), "every write of the trapped call was rolled back");
+    // The instance was replaced; with the same fuel a smaller call completes.
+    kernel.append_events(&append_request(0, 1)).unwrap();
+    assert!(!probe.dump().is_empty());
+}
+
+#[test]
+fn a_memory_ceiling_stops_a_runaway_request() {
+    let runtime = Runtime::with_limits(COMPONENT, Limits { fuel_per_call: None, max_memory_bytes: Some(8 << 20) }).unwrap();
+    let probe = Probe::default();
+    let mut kernel = Kernel::with_runtime(runtime, probe.clone());
+    let big: Vec<Value> = (1..=40).map(|i| item(i, "user", &"y".repeat(512 << 10))).collect();
+    let request = json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"seq": 0}, "items": big, "now": NOW});
+    let err = kernel.append_events(&request).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Internal, "{}", err.message);
+    assert!(probe.dump().is_empty());
+    kernel.append_events(&append_request(0, 2)).unwrap();
+}
+
+#[test]
+fn two_kernels_share_one_sqlite_file() {
+    let dir = std::env::temp_dir().join(format!("ctxk-share-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.sqlite");
+    let _ = std::fs::remove_file(&path);
+    let runtime = Runtime::new().unwrap();
+    let mut a = Kernel::with_runtime(runtime.clone(), SqliteStore::open(&path).unwrap());
+    let mut b = Kernel::with_runtime(runtime, SqliteStore::open(&path).unwrap());
+
+    a.append_events(&append_request(0, 2)).unwrap();
+    let seen = b.plan_context(&plan_request()).unwrap();
+    assert_eq!(seen["binding"]["sessionHead"]["seq"], 2, "b sees a's writes");
+    // Both build on seq 2; the second writer loses the race and learns the head.
+    let won = a.append_events(&append_request(2, 1)).unwrap();
+    let lost = b.append_events(&append_request(2, 1)).unwrap_err();
+    assert_eq!(lost.code, ErrorCode::Stale);
+    assert_eq!(lost.detail["currentHead"], won["head"]);
+    // b recomputes from the current head and succeeds.
+    b.append_events(&json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": won["head"],
+        "items": [item(40, "assistant", "from b")], "now": NOW})).unwrap();
+    let info_a = a.info().unwrap();
+    let info_b = b.info().unwrap();
+    assert_eq!(info_a["store"], info_b["store"]);
+    assert_eq!(info_a["store"]["revision"], 3);
+    assert_eq!(a.plan_context(&plan_request()).unwrap(), b.plan_context(&plan_request()).unwrap());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn foreign_files_are_not_opened_as_stores() {
+    let dir = std::env::temp_dir().join(format!("ctxk-foreign-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let garbage = dir.join("garbage.sqlite");
+    std::fs::write(&garbage, vec![0x42u8; 8192]).unwrap();
+    assert!(SqliteStore::open(&garbage).is_err());
+    let other = dir.join("other.sqlite");
+    rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE invoices (id INTEGER);").unwrap();
+    let err = SqliteStore::open(&other).err().unwrap().to_string();
+    assert!(err.contains("not a ctxkernel store"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
