@@ -46,7 +46,7 @@ test: build
 	$(CARGO) test --locked --release --workspace --all-features
 
 bench: build
-	$(CARGO) run --locked --release -p ctxkernel-host --bin ctxk-bench -- --write docs/BENCHMARKS.md
+	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md
 
 clean:
 	rm -rf build

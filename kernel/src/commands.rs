@@ -14,7 +14,7 @@ use crate::store::{Db, Store};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// Largest request envelope accepted, in bytes.
@@ -56,13 +56,13 @@ pub struct InfoRequest {
 
 contract! {
 pub struct InfoResponse {
-    pub schema_version: u32,
-    pub kernel: KernelIdentity,
-    pub schema_versions: Vec<u32>,
     pub commands: Vec<String>,
-    pub store: StoreInfo,
     pub default_policy: PlanPolicy,
+    pub kernel: KernelIdentity,
     pub limits: Limits,
+    pub schema_version: u32,
+    pub schema_versions: Vec<u32>,
+    pub store: StoreInfo,
 }
 }
 
@@ -75,26 +75,26 @@ pub struct KernelIdentity {
 
 contract! {
 pub struct StoreInfo {
+    pub memory_revision: u64,
     /// Store-wide revision: grows by one with every call that writes.
     pub revision: u64,
-    pub memory_revision: u64,
 }
 }
 
 contract! {
 pub struct Limits {
-    pub max_request_bytes: u64,
-    pub max_event_bytes: u64,
     pub max_append_items: u64,
+    pub max_event_bytes: u64,
     pub max_read_events: u64,
+    pub max_request_bytes: u64,
     pub max_window: u64,
 }
 }
 
 /// A session's parsed, chain-verified events, valid while its head is unchanged.
 struct CachedSession {
+    candidates: Vec<Candidate>,
     head: Head,
-    candidates: Vec<Rc<Candidate>>,
     used: u64,
 }
 
@@ -102,9 +102,9 @@ struct CachedSession {
 /// authority (each is checked against the store at the start of a call).
 #[derive(Default)]
 pub struct Kernel {
-    sessions: BTreeMap<String, CachedSession>,
     clock: u64,
     seen_revision: Option<u64>,
+    sessions: BTreeMap<String, CachedSession>,
 }
 
 impl Kernel {
@@ -159,11 +159,21 @@ impl Kernel {
 
     fn plan(&mut self, db: &mut Db, mut request: PlanRequest) -> Result<planner::ContextPlan> {
         let (policy, input) = planner::admit(&request)?;
-        let inline = planner::normalize_inline(std::mem::take(&mut request.items), &policy)?;
-        let mut candidates: Vec<Rc<Candidate>> = inline.into_iter().map(Rc::new).collect();
+        let mut candidates = planner::normalize_inline(std::mem::take(&mut request.items), &policy)?;
+        let mut inline_ids = BTreeSet::new();
+        for c in &candidates {
+            if !inline_ids.insert(c.item.id()) {
+                return Err(KernelError::invalid(format!("itemId `{}` appears twice", c.item.id())));
+            }
+        }
         let session = match &request.session_id {
             Some(id) => {
                 crate::contracts::check_id("sessionId", id)?;
+                for item_id in &inline_ids {
+                    if db.get::<Value>(&crate::store::keys::session_item(id, item_id))?.is_some() {
+                        return Err(KernelError::invalid(format!("itemId `{item_id}` is also an event of session `{id}`")));
+                    }
+                }
                 let (head, stored) = self.session(db, id)?;
                 candidates.extend(stored);
                 Some((id.clone(), head))
@@ -176,7 +186,7 @@ impl Kernel {
 
     /// A session's events as plan candidates, from the cache when its head
     /// still matches, catching up incrementally when the log grew.
-    fn session(&mut self, db: &mut Db, id: &str) -> Result<(Head, Vec<Rc<Candidate>>)> {
+    fn session(&mut self, db: &mut Db, id: &str) -> Result<(Head, Vec<Candidate>)> {
         let (head, revision) = session::head(db, id)?;
         if revision == 0 {
             return Err(KernelError::new(ErrorCode::NotFound, format!("session `{id}` has no events")));
@@ -198,7 +208,7 @@ impl Kernel {
                 )
                 .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
             }
-            candidates.extend(events.into_iter().map(|e| Rc::new(Candidate { item: e.item, seq: Some(e.seq) })));
+            candidates.extend(events.into_iter().map(|e| Candidate { item: Rc::new(e.item), seq: Some(e.seq) }));
         }
         if self.sessions.len() >= CACHED_SESSIONS {
             let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());

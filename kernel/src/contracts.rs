@@ -100,8 +100,8 @@ pub enum SourceKind {
 contract! {
 /// Where an item or memory came from.
 pub struct SourceRef {
-    pub kind: SourceKind,
     pub id: String,
+    pub kind: SourceKind,
     /// The source's own sequence number (e.g. the session event).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
@@ -113,8 +113,8 @@ pub struct SourceRef {
 
 contract! {
 pub struct Span {
-    pub start: u64,
     pub end: u64,
+    pub start: u64,
 }
 }
 
@@ -145,14 +145,14 @@ pub enum Origin {
 contract! {
 /// Who produced something and how; kept apart from the message role.
 pub struct Provenance {
-    pub origin: Origin,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
     /// Digests or ids of the inputs this was derived from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub derived_from: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    pub origin: Origin,
 }
 }
 
@@ -170,16 +170,16 @@ impl Provenance {
 contract! {
 /// A reference to content kept outside the context (spec 8.4).
 pub struct ContentRef {
-    /// Identity of the store holding the bytes.
-    pub store: String,
-    pub object_id: String,
-    pub digest: String,
     pub byte_length: u64,
+    pub digest: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
+    pub object_id: String,
+    pub recoverable: bool,
+    /// Identity of the store holding the bytes.
+    pub store: String,
     /// Must say plainly when the text was truncated, expired or needs approval.
     pub summary: String,
-    pub recoverable: bool,
 }
 }
 
@@ -210,11 +210,11 @@ pub enum RetentionMode {
 contract! {
 pub struct RetentionPolicy {
     pub mode: RetentionMode,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ttl_seconds: Option<u64>,
     /// How long a deleted record waits before it may be purged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub purge_after_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds: Option<u64>,
 }
 }
 
@@ -297,14 +297,14 @@ pub enum InteractionState {
 contract! {
 /// A pending approval, question or human task, and its binding.
 pub struct Interaction {
-    pub kind: InteractionKind,
-    pub operation_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nonce: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
     #[serde(default)]
     pub binding: Binding,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    pub kind: InteractionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    pub operation_id: String,
     pub state: InteractionState,
 }
 }
@@ -314,11 +314,11 @@ contract! {
 #[derive(Default)]
 pub struct Binding {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
+    pub call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
+    pub turn_id: Option<String>,
 }
 }
 
@@ -342,8 +342,8 @@ impl TaskStatus {
 contract! {
 /// The state of a task or plan step, carried by a `task-state` item.
 pub struct TaskState {
-    pub task_id: String,
     pub status: TaskStatus,
+    pub task_id: String,
 }
 }
 
@@ -365,48 +365,48 @@ contract! {
 /// `itemId`, `digest` and `tokenEstimate` are derived when absent; a given
 /// `digest` is verified against the content.
 pub struct ContextItem {
-    pub schema_version: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub item_id: Option<String>,
-    pub kind: ItemKind,
-    pub scope: Scope,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope_id: Option<String>,
-    pub source_ref: SourceRef,
-    pub provenance: Provenance,
-    pub trust: Trust,
-    pub sensitivity: Sensitivity,
     pub allowed_sinks: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token_estimate: Option<u32>,
-    pub priority: i32,
-    /// Not dropped by ordinary budgeting or compaction. Says nothing about trust.
-    pub pinned: bool,
-    pub created_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Timestamp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
+    pub anchor: Option<Anchor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_ref: Option<ContentRef>,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<Interaction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    pub kind: ItemKind,
+    /// Not dropped by ordinary budgeting or compaction. Says nothing about trust.
+    pub pinned: bool,
+    pub priority: i32,
+    pub provenance: Provenance,
     /// For `message` items.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
+    pub schema_version: u32,
+    pub scope: Scope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_id: Option<String>,
+    pub sensitivity: Sensitivity,
+    pub source_ref: SourceRef,
+    /// For `task-state` items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_estimate: Option<u32>,
     /// For assistant `message` items that call tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
     /// For `tool-evidence` items that answer a call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_result: Option<ToolResult>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interaction: Option<Interaction>,
-    /// For `task-state` items.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task: Option<TaskState>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub anchor: Option<Anchor>,
+    pub trust: Trust,
 }
 }
 
@@ -551,39 +551,39 @@ contract! {
 /// A durable fact under governance (spec 6.2). `confidence` (how reliable),
 /// `importance` (how useful later) and a query's relevance stay separate.
 pub struct MemoryRecord {
-    pub schema_version: u32,
+    pub access_count: u64,
+    pub allowed_sinks: Vec<String>,
+    pub category: String,
+    pub confidence: f64,
+    pub content: String,
+    pub created_at: Timestamp,
+    pub digest: String,
+    pub evidence_refs: Vec<SourceRef>,
+    pub importance: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_accessed_at: Option<Timestamp>,
     pub memory_id: String,
+    pub provenance: Provenance,
+    pub retention_policy: RetentionPolicy,
+    pub revision: u64,
+    pub schema_version: u32,
     pub scope: Scope,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_id: Option<String>,
-    pub category: String,
-    pub content: String,
+    pub sensitivity: Sensitivity,
+    pub state: MemoryState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
-    pub provenance: Provenance,
-    pub evidence_refs: Vec<SourceRef>,
-    pub confidence: f64,
-    pub importance: f64,
-    #[serde(default)]
-    pub tags: Vec<String>,
-    pub sensitivity: Sensitivity,
-    pub allowed_sinks: Vec<String>,
-    pub state: MemoryState,
-    pub retention_policy: RetentionPolicy,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_accessed_at: Option<Timestamp>,
-    pub access_count: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supersedes: Vec<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub updated_at: Timestamp,
     /// When the fact became true, and stopped being true (temporal validity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_from: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub valid_to: Option<Timestamp>,
-    pub revision: u64,
-    pub digest: String,
 }
 }
 

@@ -110,47 +110,47 @@ contract! {
 /// `window − reservedOutput − safetyMargin`.
 pub struct ModelProfile {
     pub profile: String,
-    pub window: u64,
     pub reserved_output: u64,
     pub safety_margin: u64,
+    pub window: u64,
 }
 }
 
 contract! {
 /// A partition's share of the input budget, in basis points (1/100 of a percent).
 pub struct PartitionLimits {
-    /// Held for this partition while it has candidates.
-    pub minimum_bp: u32,
     pub ceiling_bp: u32,
     /// An absolute cap on top of `ceilingBp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling_tokens: Option<u64>,
+    /// Held for this partition while it has candidates.
+    pub minimum_bp: u32,
 }
 }
 
 contract! {
 pub struct PartitionPolicy {
-    pub system: PartitionLimits,
-    pub task: PartitionLimits,
-    pub tools: PartitionLimits,
     pub conversation: PartitionLimits,
     pub evidence: PartitionLimits,
     pub memory: PartitionLimits,
     pub reserve: PartitionLimits,
+    pub system: PartitionLimits,
+    pub task: PartitionLimits,
+    pub tools: PartitionLimits,
 }
 }
 
 contract! {
 /// How budgets are shaped. Plans are bound to its version and digest.
 pub struct PlanPolicy {
-    pub version: String,
-    pub partitions: PartitionPolicy,
-    /// Most candidate items one plan considers.
-    pub max_items: u32,
-    /// Largest item text, in bytes; bigger content belongs behind a contentRef.
-    pub max_item_bytes: u64,
     /// Framing tokens a provider spends per item (role markers, separators).
     pub item_overhead_tokens: u32,
+    /// Largest item text, in bytes; bigger content belongs behind a contentRef.
+    pub max_item_bytes: u64,
+    /// Most candidate items one plan considers.
+    pub max_items: u32,
+    pub partitions: PartitionPolicy,
+    pub version: String,
 }
 }
 
@@ -235,18 +235,18 @@ impl Partition {
 contract! {
 /// `plan-context`: plan inline items, a stored session, or both.
 pub struct PlanRequest {
-    pub schema_version: u32,
-    pub now: Timestamp,
+    #[serde(default)]
+    pub items: Vec<ContextItem>,
     pub model: ModelProfile,
-    /// Where the plan goes (e.g. `model:anthropic`); items must allow it.
-    pub sink: String,
+    pub now: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PlanPolicy>,
+    pub schema_version: u32,
     /// Plan this session's stored events (plus any inline `items`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
-    #[serde(default)]
-    pub items: Vec<ContextItem>,
+    /// Where the plan goes (e.g. `model:anthropic`); items must allow it.
+    pub sink: String,
 }
 }
 
@@ -254,96 +254,96 @@ contract! {
 /// A decided context (spec 7). Everything but the kept items' bodies is
 /// covered by `digest`; the bodies are covered by their own digests.
 pub struct ContextPlan {
-    pub schema_version: u32,
-    pub plan_id: String,
-    pub digest: String,
-    pub now: Timestamp,
     pub binding: PlanBinding,
     pub budget: BudgetSummary,
-    pub partitions: Vec<PartitionUsage>,
     /// Kept items in prompt order.
     pub context: Vec<PlannedItem>,
+    pub digest: String,
     pub dropped: Vec<DroppedItem>,
+    pub now: Timestamp,
+    pub partitions: Vec<PartitionUsage>,
     /// Tool calls without a settled outcome: the model must not assume one.
     pub pending_tool_calls: Vec<PendingToolCall>,
+    pub plan_id: String,
     pub recovery: Recovery,
+    pub schema_version: u32,
 }
 }
 
 contract! {
 /// What a plan is valid for; a change to any of these invalidates it.
 pub struct PlanBinding {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
+    pub memory_revision: u64,
+    pub model_profile: String,
+    pub policy_digest: String,
+    pub policy_version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_head: Option<Head>,
-    pub memory_revision: u64,
-    pub policy_version: String,
-    pub policy_digest: String,
-    pub model_profile: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     pub sink: String,
 }
 }
 
 contract! {
 pub struct BudgetSummary {
-    pub window: u64,
-    pub reserved_output: u64,
-    pub safety_margin: u64,
+    pub free: u64,
     /// window − reservedOutput − safetyMargin.
     pub input: u64,
-    /// Tokens of the kept items and the recovery block.
-    pub used: u64,
     /// Headroom held back by the reserve partition.
     pub reserved: u64,
-    pub free: u64,
+    pub reserved_output: u64,
+    pub safety_margin: u64,
+    /// Tokens of the kept items and the recovery block.
+    pub used: u64,
+    pub window: u64,
 }
 }
 
 contract! {
 pub struct PartitionUsage {
-    pub name: Partition,
-    pub minimum: u64,
     pub ceiling: u64,
-    pub must_keep: u64,
-    pub used: u64,
-    pub kept: u32,
     pub dropped: u32,
+    pub kept: u32,
+    pub minimum: u64,
+    pub must_keep: u64,
+    pub name: Partition,
+    pub used: u64,
 }
 }
 
 contract! {
 pub struct PlannedItem {
-    pub item_id: String,
-    /// The session event (or the inline item's `sourceRef.seq`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seq: Option<u64>,
-    pub partition: Partition,
-    pub tokens: u64,
-    pub keep: KeepReason,
     /// Claimed a more trusted partition than its trust allows.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub demoted: bool,
-    pub item: ContextItem,
+    pub item: Rc<ContextItem>,
+    pub item_id: String,
+    pub keep: KeepReason,
+    pub partition: Partition,
+    /// The session event (or the inline item's `sourceRef.seq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    pub tokens: u64,
 }
 }
 
 contract! {
 pub struct DroppedItem {
     pub item_id: String,
+    pub partition: Partition,
+    pub reason: DropReason,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
-    pub partition: Partition,
     pub tokens: u64,
-    pub reason: DropReason,
 }
 }
 
 contract! {
 pub struct PendingToolCall {
     pub call_id: String,
-    pub name: String,
     pub item_id: String,
+    pub name: String,
     pub outcome: ToolOutcome,
 }
 }
@@ -351,31 +351,32 @@ pub struct PendingToolCall {
 contract! {
 /// What is needed to rebuild this context; always kept, charged to `reserve`.
 pub struct Recovery {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_head: Option<Head>,
+    /// Digest over the dropped items: id, partition, reason, tokens.
+    pub dropped_digest: String,
     pub memory_revision: u64,
     pub policy_digest: String,
-    /// Digest over the ids and digests of the dropped items.
-    pub dropped_digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_head: Option<Head>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     pub tokens: u64,
 }
 }
 
 /// A candidate item and its position in the transcript (the session event's
-/// sequence number, or the inline item's `sourceRef.seq`).
+/// sequence number, or the inline item's `sourceRef.seq`). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Candidate {
-    pub item: ContextItem,
+    pub item: Rc<ContextItem>,
     pub seq: Option<u64>,
 }
 
 /// Everything a plan depends on besides the request's own fields.
 pub struct PlanInputs {
-    pub candidates: Vec<Rc<Candidate>>,
-    pub session: Option<(String, Head)>,
+    /// Normalized items with unique ids.
+    pub candidates: Vec<Candidate>,
     pub memory_revision: u64,
+    pub session: Option<(String, Head)>,
 }
 
 /// Validates the request's model, policy and sink; returns the policy to use
@@ -412,17 +413,17 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .map(|mut item| {
             item.normalize(limits, "")?;
             let seq = item.source_ref.seq;
-            Ok(Candidate { item, seq })
+            Ok(Candidate { item: Rc::new(item), seq })
         })
         .collect()
 }
 
 /// One item's facts for planning.
 struct Entry {
-    partition: Partition,
-    demoted: bool,
-    tokens: u64,
     decision: Option<Decision>,
+    demoted: bool,
+    partition: Partition,
+    tokens: u64,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -431,12 +432,21 @@ enum Decision {
     Drop(DropReason),
 }
 
-/// Items that are kept or dropped together: a tool call and its results, or one item.
+/// Items that are kept or dropped together: an item, and when it calls tools,
+/// the results of those calls.
 struct Unit {
-    /// Entry indexes; the first is the anchor (the call, or the lone item).
-    members: Vec<usize>,
+    /// Entry index of the item (the call, or the lone item).
+    anchor: usize,
+    /// Entry indexes of the results answering the anchor's calls.
+    results: Vec<usize>,
     must_keep: Option<KeepReason>,
     priority: i32,
+}
+
+impl Unit {
+    fn members(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.anchor).chain(self.results.iter().copied())
+    }
 }
 
 /// Transcript order: sequence when known, then creation time, then id.
@@ -484,12 +494,6 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     // Candidates in one canonical order, whatever order they came in.
     let mut candidates = candidates;
     candidates.sort_by(|a, b| chrono(a).cmp(&chrono(b)));
-    let mut seen_ids = std::collections::BTreeSet::new();
-    for c in &candidates {
-        if !seen_ids.insert(c.item.id()) {
-            return Err(KernelError::invalid(format!("itemId `{}` appears twice", c.item.id())));
-        }
-    }
 
     let mut entries: Vec<Entry> = candidates
         .iter()
@@ -514,20 +518,20 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     for (i, c) in candidates.iter().enumerate() {
         if c.item.tool_result.is_none() {
             unit_of[i] = Some(units.len());
-            units.push(Unit { members: vec![i], must_keep: None, priority: c.item.priority });
+            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: c.item.priority });
         }
     }
     for (i, c) in candidates.iter().enumerate() {
         let Some(result) = &c.item.tool_result else { continue };
         match call_owner.get(result.call_id.as_str()).and_then(|&owner| unit_of[owner]) {
-            Some(unit) => units[unit].members.push(i),
+            Some(unit) => units[unit].results.push(i),
             None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
         }
     }
 
     // Filters: expiry and sinks drop a whole unit.
     for unit in &mut units {
-        let offence = unit.members.iter().find_map(|&i| {
+        let offence = unit.members().find_map(|i| {
             let item = &candidates[i].item;
             if item.expires_at.as_ref().is_some_and(|t| t <= now) {
                 Some((i, DropReason::Expired))
@@ -538,12 +542,12 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
             }
         });
         if let Some((culprit, reason)) = offence {
-            for &i in &unit.members {
+            for i in unit.members() {
                 let reason = if i == culprit { reason } else { DropReason::PairDropped };
                 entries[i].decision = Some(Decision::Drop(reason));
             }
         }
-        unit.priority = unit.members.iter().map(|&i| candidates[i].item.priority).max().unwrap_or(0);
+        unit.priority = unit.members().map(|i| candidates[i].item.priority).max().unwrap_or(0);
     }
     let live = |entries: &Vec<Entry>, i: usize| entries[i].decision.is_none();
 
@@ -603,20 +607,21 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     }
     let mut pending_tool_calls = Vec::new();
     for unit in &units {
-        let anchor = &candidates[unit.members[0]].item;
-        if anchor.tool_calls.is_empty() || !live(&entries, unit.members[0]) {
+        let anchor = &candidates[unit.anchor].item;
+        if anchor.tool_calls.is_empty() || !live(&entries, unit.anchor) {
             continue;
         }
         for call in &anchor.tool_calls {
+            // Results are in transcript order: the last one tells the outcome.
             let outcome = unit
-                .members
+                .results
                 .iter()
                 .filter_map(|&i| candidates[i].item.tool_result.as_ref())
                 .filter(|r| r.call_id == call.call_id)
                 .last()
                 .map_or(ToolOutcome::Pending, |r| r.outcome);
             if matches!(outcome, ToolOutcome::Pending | ToolOutcome::Unknown) {
-                mark(unit.members[0], KeepReason::UnsettledToolCall, &mut must);
+                mark(unit.anchor, KeepReason::UnsettledToolCall, &mut must);
                 pending_tool_calls.push(PendingToolCall {
                     call_id: call.call_id.clone(),
                     name: call.name.clone(),
@@ -627,7 +632,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         }
     }
     for unit in &mut units {
-        unit.must_keep = unit.members.iter().filter_map(|&i| must[i]).min();
+        unit.must_keep = unit.members().filter_map(|i| must[i]).min();
     }
 
     // Budget: must-keep first, then minimums, then greedy selection.
@@ -640,10 +645,10 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     let mut must_keep_tokens = [0u64; 7];
     let mut demand = [0u64; 7];
     for unit in &units {
-        if !live(&entries, unit.members[0]) {
+        if !live(&entries, unit.anchor) {
             continue;
         }
-        for &i in &unit.members {
+        for i in unit.members() {
             let p = entries[i].partition as usize;
             if let Some(reason) = unit.must_keep {
                 entries[i].decision = Some(Decision::Keep(reason));
@@ -695,7 +700,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     let mut order: Vec<usize> = (0..units.len()).collect();
     order.sort_by(|&a, &b| {
         let (ua, ub) = (&units[a], &units[b]);
-        let (ca, cb) = (&candidates[ua.members[0]], &candidates[ub.members[0]]);
+        let (ca, cb) = (&candidates[ua.anchor], &candidates[ub.anchor]);
         ub.priority
             .cmp(&ua.priority)
             .then(ca.item.kind.cmp(&cb.item.kind))
@@ -706,7 +711,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         let mut cut = false;
         for &u in &order {
             let unit = &units[u];
-            let anchor = unit.members[0];
+            let anchor = unit.anchor;
             if entries[anchor].partition != p || entries[anchor].decision.is_some() {
                 continue;
             }
@@ -714,7 +719,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 Err((DropReason::HistoryCutoff, p))
             } else {
                 let mut cost = [0u64; 7];
-                for &i in &unit.members {
+                for i in unit.members() {
                     cost[entries[i].partition as usize] += entries[i].tokens;
                 }
                 let total: u64 = cost.iter().sum();
@@ -744,7 +749,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                     Decision::Drop(reason)
                 }
             };
-            for &i in &unit.members {
+            for i in unit.members() {
                 entries[i].decision = Some(decision);
             }
         }
@@ -756,11 +761,11 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     let preamble = |p: Partition| matches!(p, Partition::System | Partition::Tools | Partition::Memory);
     let mut kept_units: Vec<&Unit> = units
         .iter()
-        .filter(|u| matches!(entries[u.members[0]].decision, Some(Decision::Keep(_))))
+        .filter(|u| matches!(entries[u.anchor].decision, Some(Decision::Keep(_))))
         .collect();
     kept_units.sort_by(|a, b| {
-        let (ea, eb) = (&entries[a.members[0]], &entries[b.members[0]]);
-        let (ca, cb) = (&candidates[a.members[0]], &candidates[b.members[0]]);
+        let (ea, eb) = (&entries[a.anchor], &entries[b.anchor]);
+        let (ca, cb) = (&candidates[a.anchor], &candidates[b.anchor]);
         let section = |e: &Entry| if preamble(e.partition) { e.partition as u8 } else { u8::MAX };
         section(ea).cmp(&section(eb)).then_with(|| {
             if preamble(ea.partition) {
@@ -776,9 +781,9 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     });
     let mut context = Vec::new();
     for unit in kept_units {
-        let mut members = unit.members.clone();
-        members[1..].sort_by(|&a, &b| chrono(&candidates[a]).cmp(&chrono(&candidates[b])));
-        for i in members {
+        let mut results = unit.results.clone();
+        results.sort_by(|&a, &b| chrono(&candidates[a]).cmp(&chrono(&candidates[b])));
+        for i in std::iter::once(unit.anchor).chain(results) {
             let Some(Decision::Keep(keep)) = entries[i].decision else { unreachable!("kept unit") };
             context.push(PlannedItem {
                 item_id: candidates[i].item.id().to_string(),
@@ -787,12 +792,12 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 tokens: entries[i].tokens,
                 keep,
                 demoted: entries[i].demoted,
-                item: candidates[i].item.clone(),
+                item: Rc::clone(&candidates[i].item),
             });
         }
     }
     let mut dropped: Vec<DroppedItem> = Vec::new();
-    let mut dropped_ids: Vec<(&str, &str)> = Vec::new();
+    let mut dropped_view: Vec<(&str, Partition, DropReason, u64)> = Vec::new();
     for (entry, c) in entries.iter().zip(&candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
             dropped.push(DroppedItem {
@@ -802,10 +807,10 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 tokens: entry.tokens,
                 reason,
             });
-            dropped_ids.push((c.item.id(), c.item.digest.as_deref().unwrap_or("")));
+            dropped_view.push((c.item.id(), entry.partition, reason, entry.tokens));
         }
     }
-    recovery.dropped_digest = canonical::digest_value(&dropped_ids)?;
+    recovery.dropped_digest = canonical::digest_value(&dropped_view)?;
 
     let mut partitions = Vec::with_capacity(7);
     for p in PARTITIONS {
@@ -860,24 +865,38 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         pending_tool_calls,
         recovery,
     };
-    let decisions: Vec<_> = plan
-        .context
-        .iter()
-        .map(|p| (&p.item_id, p.seq, p.item.digest.as_deref().unwrap_or(""), p.partition, p.tokens, p.keep, p.demoted))
-        .collect();
-    let digest = canonical::digest_value(&json!({
-        "now": plan.now,
-        "binding": plan.binding,
-        "budget": plan.budget,
-        "partitions": plan.partitions,
-        "context": decisions,
-        "dropped": plan.dropped,
-        "pendingToolCalls": plan.pending_tool_calls,
-        "recovery": plan.recovery,
-    }))?;
+    let digest = canonical::digest_value(&DigestView {
+        binding: &plan.binding,
+        budget: &plan.budget,
+        context: plan
+            .context
+            .iter()
+            .map(|p| (&p.item_id, p.seq, p.item.digest.as_deref().unwrap_or(""), p.partition, p.tokens, p.keep, p.demoted))
+            .collect(),
+        now: &plan.now,
+        partitions: &plan.partitions,
+        pending_tool_calls: &plan.pending_tool_calls,
+        recovery: &plan.recovery,
+    })?;
     plan.plan_id = canonical::derived_id("plan", &digest);
     plan.digest = digest;
     Ok(plan)
+}
+
+/// What a plan's digest covers: every decision, the kept items by their own
+/// digests rather than their bodies, the dropped ones through
+/// `recovery.droppedDigest`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DigestView<'a> {
+    binding: &'a PlanBinding,
+    budget: &'a BudgetSummary,
+    #[allow(clippy::type_complexity)]
+    context: Vec<(&'a String, Option<u64>, &'a str, Partition, u64, KeepReason, bool)>,
+    now: &'a Timestamp,
+    partitions: &'a [PartitionUsage],
+    pending_tool_calls: &'a [PendingToolCall],
+    recovery: &'a Recovery,
 }
 
 fn over_budget(
@@ -885,7 +904,7 @@ fn over_budget(
     must_total: u64,
     must_keep_tokens: &[u64; 7],
     policy: &PlanPolicy,
-    candidates: &[Rc<Candidate>],
+    candidates: &[Candidate],
     entries: &[Entry],
 ) -> KernelError {
     let partitions: Vec<_> = PARTITIONS

@@ -23,57 +23,57 @@ pub const MAX_READ_EVENTS: u32 = 10_000;
 contract! {
 /// A session log's head: how many events it has and the chain digest over them.
 pub struct Head {
-    pub seq: u64,
     pub digest: String,
+    pub seq: u64,
 }
 }
 
 contract! {
 /// The head a writer built on. Without `digest`, only the sequence is compared.
 pub struct ExpectedHead {
-    pub seq: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    pub seq: u64,
 }
 }
 
 contract! {
 pub struct AppendEventsRequest {
-    pub schema_version: u32,
-    pub session_id: String,
     pub expected_head: ExpectedHead,
     pub items: Vec<ContextItem>,
     pub now: Timestamp,
+    pub schema_version: u32,
+    pub session_id: String,
 }
 }
 
 contract! {
 pub struct AppendEventsResponse {
+    pub appended: Vec<Appended>,
+    pub head: Head,
     pub schema_version: u32,
     pub session_id: String,
-    pub head: Head,
-    pub appended: Vec<Appended>,
 }
 }
 
 contract! {
 pub struct Appended {
-    pub seq: u64,
-    pub item_id: String,
     pub digest: String,
+    pub item_id: String,
+    pub seq: u64,
     pub token_estimate: u32,
 }
 }
 
 contract! {
 pub struct ReadEventsRequest {
-    pub schema_version: u32,
-    pub session_id: String,
     /// Return events with a sequence number above this (default 0: from the start).
     #[serde(default)]
     pub after_seq: u64,
     #[serde(default = "default_read_limit")]
     pub limit: u32,
+    pub schema_version: u32,
+    pub session_id: String,
 }
 }
 
@@ -83,32 +83,32 @@ fn default_read_limit() -> u32 {
 
 contract! {
 pub struct ReadEventsResponse {
-    pub schema_version: u32,
-    pub session_id: String,
-    pub head: Head,
     pub events: Vec<Event>,
+    pub head: Head,
     /// True when events after the last one returned exist.
     pub more: bool,
+    pub schema_version: u32,
+    pub session_id: String,
 }
 }
 
 contract! {
 /// One event of a session log as stored.
 pub struct Event {
-    pub seq: u64,
+    pub appended_at: Timestamp,
     /// The chain digest after this event.
     pub chain: String,
-    pub appended_at: Timestamp,
     pub item: ContextItem,
+    pub seq: u64,
 }
 }
 
 contract! {
 struct StoredHead {
-    schema_version: u32,
-    session_id: String,
-    seq: u64,
     digest: String,
+    schema_version: u32,
+    seq: u64,
+    session_id: String,
     updated_at: Timestamp,
 }
 }

@@ -95,8 +95,8 @@ pub struct Db<'s> {
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Format {
-    schema_version: u32,
     kernel: String,
+    schema_version: u32,
 }
 
 #[derive(Serialize, Deserialize)]

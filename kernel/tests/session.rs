@@ -15,7 +15,7 @@ fn append(store: &mut MemStore, items: &[Value], expected: Value) -> Result<Valu
 
 fn session_plan(kernel: &mut Kernel, store: &mut MemStore, window: u64) -> Result<Value, ctxkernel::KernelError> {
     let request = json!({"schemaVersion": 1, "now": NOW, "model": model(window), "sink": "model:test", "sessionId": "s/1 会话"});
-    kernel.call(store, Command::PlanContext, &request.to_string()).map(|t| serde_json::from_str(&t).unwrap())
+    kernel.call(store, Command::PlanContext, &request.to_string()).map(|t| parse_canonical(&t))
 }
 
 #[test]

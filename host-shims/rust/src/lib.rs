@@ -25,7 +25,7 @@ use bindings::ctxkernel::kernel::{store as port, types};
 use serde_json::Value;
 use std::fmt;
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
-use wasmtime::{Config, Engine, Store, StoreLimits, StoreLimitsBuilder};
+use wasmtime::{Config, Engine, ResourceLimiter, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The component artifact this library was built with.
@@ -129,7 +129,27 @@ struct State {
     store: Box<dyn HostStore>,
     wasi: WasiCtx,
     table: ResourceTable,
-    limits: StoreLimits,
+    memory: MemoryLimiter,
+}
+
+/// Enforces `Limits::max_memory_bytes` and remembers the peak.
+struct MemoryLimiter {
+    max: Option<usize>,
+    peak: usize,
+}
+
+impl ResourceLimiter for MemoryLimiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        let allowed = self.max.is_none_or(|max| desired <= max);
+        if allowed {
+            self.peak = self.peak.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(&mut self, _current: usize, _desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
 }
 
 impl WasiView for State {
@@ -238,13 +258,10 @@ impl Kernel {
             // kernel gets nothing from the host but its store. Panic messages go
             // to this process's stderr.
             let wasi = WasiCtx::builder().inherit_stderr().build();
-            let mut limits = StoreLimitsBuilder::new();
-            if let Some(bytes) = self.runtime.limits.max_memory_bytes {
-                limits = limits.memory_size(bytes);
-            }
-            let state = State { store, wasi, table: ResourceTable::new(), limits: limits.build() };
+            let memory = MemoryLimiter { max: self.runtime.limits.max_memory_bytes, peak: 0 };
+            let state = State { store, wasi, table: ResourceTable::new(), memory };
             let mut wasm = Store::new(&self.runtime.engine, state);
-            wasm.limiter(|state| &mut state.limits);
+            wasm.limiter(|state| &mut state.memory);
             if let Some(fuel) = self.runtime.limits.fuel_per_call {
                 // Instantiation runs the component's initializers, which spend fuel too.
                 wasm.set_fuel(fuel).map_err(|e| KernelError::host(ErrorCode::Internal, e.to_string()))?;
@@ -320,6 +337,11 @@ impl Kernel {
         let rolled_back = store.rollback();
         self.idle = Some(store);
         rolled_back
+    }
+
+    /// The most linear memory the current instance has used, in bytes.
+    pub fn peak_memory_bytes(&self) -> usize {
+        self.instance.as_ref().map_or(0, |(wasm, _)| wasm.data().memory.peak)
     }
 
     /// `call` with JSON values.

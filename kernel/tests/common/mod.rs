@@ -68,7 +68,15 @@ pub fn request(items: &[Value], window: u64) -> Value {
 /// Runs one command on a store through the same entry point hosts use.
 pub fn call(store: &mut MemStore, command: Command, request: &Value) -> Result<Value, KernelError> {
     let text = Kernel::default().call(store, command, &request.to_string())?;
-    Ok(serde_json::from_str(&text).expect("the kernel answers JSON"))
+    Ok(parse_canonical(&text))
+}
+
+/// Parses a response, checking it is canonical: re-encoding it through a
+/// sorted tree gives the same bytes.
+pub fn parse_canonical(text: &str) -> Value {
+    let value: Value = serde_json::from_str(text).expect("the kernel answers JSON");
+    assert_eq!(serde_json::to_string(&value).unwrap(), text, "a response is not canonical JSON");
+    value
 }
 
 pub fn plan_value(request: &Value) -> Result<Value, KernelError> {
