@@ -1,4 +1,4 @@
-//! Data contracts v1 (spec section 6): the objects every host exchanges with
+//! Data contracts v1: the objects every host exchanges with
 //! the kernel. Each carries `schemaVersion`; an unknown version is
 //! `unsupported-schema`. Field names are camelCase on the wire.
 
@@ -34,7 +34,7 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
 }
 
 label! {
-/// What an item is; decides its budget partition (spec 6.1).
+/// What an item is; decides its budget partition.
 pub enum ItemKind {
     SystemPolicy,
     ToolSchema,
@@ -71,7 +71,7 @@ pub enum Sensitivity {
 }
 
 label! {
-/// Visibility scope, narrowest first (spec 6.3).
+/// Visibility scope, narrowest first.
 pub enum Scope {
     Turn,
     Session,
@@ -168,7 +168,7 @@ impl Provenance {
 }
 
 contract! {
-/// A reference to content kept outside the context (spec 8.4).
+/// A reference to content kept outside the context.
 pub struct ContentRef {
     pub byte_length: u64,
     pub digest: String,
@@ -360,7 +360,7 @@ pub enum Anchor {
 }
 
 contract! {
-/// The smallest unit that can enter a model's context (spec 6.1).
+/// The smallest unit that can enter a model's context.
 ///
 /// `itemId`, `digest` and `tokenEstimate` are derived when absent; a given
 /// `digest` is verified against the content.
@@ -548,7 +548,7 @@ pub enum MemoryState {
 }
 
 contract! {
-/// A durable fact under governance (spec 6.2). `confidence` (how reliable),
+/// A durable fact under governance. `confidence` (how reliable),
 /// `importance` (how useful later) and a query's relevance stay separate.
 pub struct MemoryRecord {
     pub access_count: u64,

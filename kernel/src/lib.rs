@@ -7,7 +7,7 @@
 //! `wasm32-wasip2` it is the component every host loads (see `component`);
 //! built natively it is what the unit and property tests exercise.
 //!
-//! Modules follow the spec's concepts:
+//! One module per concept:
 //! - [`contracts`] — the v1 data contracts (ContextItem, MemoryRecord, …)
 //! - [`canonical`] — canonical JSON, digests, timestamps
 //! - [`tokens`] — the token estimator
@@ -16,7 +16,9 @@
 //! - [`planner`] — the context planner
 //! - [`commands`] — the command table every host calls
 
-/// A wire type: camelCase fields, unknown fields rejected.
+/// A wire type: camelCase fields, unknown fields rejected. Fields are declared
+/// in the bytewise order of their wire names, so serde writes canonical JSON
+/// directly (see `canonical`).
 macro_rules! contract {
     ($item:item) => {
         #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -1,4 +1,4 @@
-//! The context planner (spec section 7): what one model call sees.
+//! The context planner: what one model call sees.
 //!
 //! ```text
 //! input budget = window − reserved output − safety margin
@@ -251,7 +251,7 @@ pub struct PlanRequest {
 }
 
 contract! {
-/// A decided context (spec 7). Everything but the kept items' bodies is
+/// A decided context. Everything but the kept items' bodies is
 /// covered by `digest`; the bodies are covered by their own digests.
 pub struct ContextPlan {
     pub binding: PlanBinding,

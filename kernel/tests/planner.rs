@@ -1,4 +1,4 @@
-//! The context planner's contract (spec section 7), through the command entry point.
+//! The context planner's contract, through the command entry point.
 
 mod common;
 
