@@ -40,7 +40,7 @@ demo: build
 	@echo "== appending the recorded session to $(DEMO_STORE)"
 	$(CTXK) --store $(DEMO_STORE) append examples/demo/session.json
 	@echo "== planning it under a 32k window"
-	$(CTXK) --store $(DEMO_STORE) plan examples/demo/plan-32k.json
+	$(CTXK) --store $(DEMO_STORE) plan --all examples/demo/plan-32k.json
 
 test: build
 	$(CARGO) test --locked --release --workspace --all-features
