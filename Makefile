@@ -42,7 +42,9 @@ demo: build
 	@echo "== planning it under a 32k window"
 	$(CTXK) --store $(DEMO_STORE) plan --all examples/demo/plan-32k.json
 
-test: build
+# The tests build `ctxk` themselves (with their own feature set), so this
+# depends on the component only: one wasmtime build, not two.
+test: component
 	$(CARGO) test --locked --release --workspace --all-features
 
 bench: build

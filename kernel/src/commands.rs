@@ -8,6 +8,10 @@
 use crate::canonical;
 use crate::contracts::{check_version, SCHEMA_VERSION};
 use crate::error::{ErrorCode, KernelError, Result};
+use crate::compaction::{self, CompactRequest, CompactionRecord, ContinueRequest, ReconcileRequest, SessionLog};
+use crate::content;
+use crate::contracts::check_id;
+use crate::events;
 use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest};
 use crate::session::{self, Head, ReadEventsRequest};
 use crate::store::{Db, Store};
@@ -29,10 +33,27 @@ pub enum Command {
     PlanContext,
     AppendEvents,
     ReadEvents,
+    CompactContext,
+    ContinueOperation,
+    Reconcile,
+    PutContent,
+    GetContent,
+    ReadKernelEvents,
 }
 
 impl Command {
-    pub const ALL: [Command; 4] = [Command::Info, Command::PlanContext, Command::AppendEvents, Command::ReadEvents];
+    pub const ALL: [Command; 10] = [
+        Command::Info,
+        Command::PlanContext,
+        Command::AppendEvents,
+        Command::ReadEvents,
+        Command::CompactContext,
+        Command::ContinueOperation,
+        Command::Reconcile,
+        Command::PutContent,
+        Command::GetContent,
+        Command::ReadKernelEvents,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -40,6 +61,12 @@ impl Command {
             Command::PlanContext => "plan-context",
             Command::AppendEvents => "append-events",
             Command::ReadEvents => "read-events",
+            Command::CompactContext => "compact-context",
+            Command::ContinueOperation => "continue-operation",
+            Command::Reconcile => "reconcile",
+            Command::PutContent => "put-content",
+            Command::GetContent => "get-content",
+            Command::ReadKernelEvents => "read-kernel-events",
         }
     }
 
@@ -93,8 +120,9 @@ pub struct Limits {
 
 /// A session's parsed, chain-verified events, valid while its head is unchanged.
 struct CachedSession {
-    candidates: Vec<Candidate>,
     head: Head,
+    items: Vec<Candidate>,
+    compactions: Vec<(u64, Rc<CompactionRecord>)>,
     used: u64,
 }
 
@@ -108,8 +136,50 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// Runs one command against `store`.
+    /// Runs one command whose request and response are JSON text.
+    /// `put-content` and `get-content` carry bytes: use [`Kernel::put_content`]
+    /// and [`Kernel::get_content`].
     pub fn call(&mut self, store: &mut dyn Store, command: Command, request: &str) -> Result<String> {
+        self.run(store, request, |kernel, db| match command {
+            Command::Info => encode(&kernel.info(db, decode(request)?)?),
+            Command::PlanContext => encode(&kernel.plan(db, decode(request)?)?),
+            Command::AppendEvents => encode(&session::append(db, decode(request)?)?),
+            Command::ReadEvents => encode(&session::read(db, decode::<ReadEventsRequest>(request)?)?),
+            Command::CompactContext => {
+                let request: CompactRequest = decode(request)?;
+                let log = kernel.session(db, &request.session_id)?;
+                encode(&compaction::compact(db, &log, request)?)
+            }
+            Command::ContinueOperation => {
+                let request: ContinueRequest = decode(request)?;
+                let log = kernel.operation_session(db, &request.operation_id)?;
+                encode(&compaction::resume(db, &log, request)?)
+            }
+            Command::Reconcile => {
+                let request: ReconcileRequest = decode(request)?;
+                let log = kernel.operation_session(db, &request.operation_id)?;
+                encode(&compaction::reconcile(db, &log, request)?)
+            }
+            Command::ReadKernelEvents => encode(&events::read(db, decode(request)?)?),
+            Command::PutContent | Command::GetContent => Err(KernelError::invalid(format!(
+                "`{}` carries bytes; call it through its own entry point",
+                command.name()
+            ))),
+        })
+    }
+
+    /// `put-content`: stores `content` and returns its ContentRef.
+    pub fn put_content(&mut self, store: &mut dyn Store, request: &str, content: &[u8]) -> Result<String> {
+        self.run(store, request, |_, db| encode(&content::put(db, decode(request)?, content)?))
+    }
+
+    /// `get-content`: the stored bytes, verified against their digests.
+    pub fn get_content(&mut self, store: &mut dyn Store, request: &str) -> Result<Vec<u8>> {
+        self.run(store, request, |_, db| content::get(db, decode(request)?))
+    }
+
+    /// Opens the store for one call, runs `body`, and closes the call.
+    fn run<T>(&mut self, store: &mut dyn Store, request: &str, body: impl FnOnce(&mut Self, &mut Db) -> Result<T>) -> Result<T> {
         if request.len() > MAX_REQUEST_BYTES {
             return Err(KernelError::limit(format!(
                 "the request has {} bytes; the ceiling is {MAX_REQUEST_BYTES}",
@@ -118,15 +188,10 @@ impl Kernel {
         }
         let mut db = Db::open(store)?;
         self.notice(db.revision());
-        let response = match command {
-            Command::Info => encode(&self.info(&mut db, decode(request)?)?),
-            Command::PlanContext => encode(&self.plan(&mut db, decode(request)?)?),
-            Command::AppendEvents => encode(&session::append(&mut db, decode(request)?)?),
-            Command::ReadEvents => encode(&session::read(&mut db, decode::<ReadEventsRequest>(request)?)?),
-        }?;
+        let output = body(self, &mut db)?;
         let revision = db.finish()?;
         self.seen_revision = Some(revision);
-        Ok(response)
+        Ok(output)
     }
 
     /// Another host may have written since this instance last looked. Session
@@ -168,15 +233,14 @@ impl Kernel {
         }
         let session = match &request.session_id {
             Some(id) => {
-                crate::contracts::check_id("sessionId", id)?;
                 for item_id in &inline_ids {
                     if db.get::<Value>(&crate::store::keys::session_item(id, item_id))?.is_some() {
                         return Err(KernelError::invalid(format!("itemId `{item_id}` is also an event of session `{id}`")));
                     }
                 }
-                let (head, stored) = self.session(db, id)?;
-                candidates.extend(stored);
-                Some((id.clone(), head))
+                let log = self.session(db, id)?;
+                candidates.extend(compaction::project(&log.items, &log.compactions));
+                Some((id.clone(), log.head))
             }
             None => None,
         };
@@ -184,19 +248,19 @@ impl Kernel {
         planner::plan(&request, &policy, input, PlanInputs { candidates, session, memory_revision })
     }
 
-    /// A session's events as plan candidates, from the cache when its head
-    /// still matches, catching up incrementally when the log grew.
-    fn session(&mut self, db: &mut Db, id: &str) -> Result<(Head, Vec<Candidate>)> {
+    /// A session's log, from the cache when its head still matches,
+    /// catching up incrementally when the log grew.
+    fn session(&mut self, db: &mut Db, id: &str) -> Result<SessionLog> {
+        check_id("sessionId", id)?;
         let (head, revision) = session::head(db, id)?;
         if revision == 0 {
             return Err(KernelError::new(ErrorCode::NotFound, format!("session `{id}` has no events")));
         }
         self.clock += 1;
         let cached = self.sessions.remove(id).filter(|c| c.head.seq <= head.seq);
-        let (from, mut candidates) = match cached {
-            Some(c) if c.head == head => (c.head, c.candidates),
-            Some(c) => (c.head, c.candidates),
-            None => (session::genesis(id)?, Vec::new()),
+        let (from, mut items, mut compactions) = match cached {
+            Some(c) => (c.head, c.items, c.compactions),
+            None => (session::genesis(id)?, Vec::new(), Vec::new()),
         };
         if from != head {
             let events = session::load(db, id, from.seq, usize::MAX)?;
@@ -208,15 +272,30 @@ impl Kernel {
                 )
                 .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
             }
-            candidates.extend(events.into_iter().map(|e| Candidate { item: Rc::new(e.item), seq: Some(e.seq) }));
+            for event in events {
+                match (event.item, event.compaction) {
+                    (Some(item), _) => items.push(Candidate { item: Rc::new(item), seq: Some(event.seq) }),
+                    (None, Some(record)) => compactions.push((event.seq, Rc::new(*record))),
+                    (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
+                }
+            }
         }
         if self.sessions.len() >= CACHED_SESSIONS {
             let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());
             oldest.map(|k| self.sessions.remove(&k));
         }
-        let result = candidates.clone();
-        self.sessions.insert(id.to_string(), CachedSession { head: head.clone(), candidates, used: self.clock });
-        Ok((head, result))
+        let log = SessionLog { head: head.clone(), items: items.clone(), compactions: compactions.clone() };
+        self.sessions.insert(id.to_string(), CachedSession { head, items, compactions, used: self.clock });
+        Ok(log)
+    }
+
+    /// The log of the session an operation belongs to.
+    fn operation_session(&mut self, db: &mut Db, operation_id: &str) -> Result<SessionLog> {
+        check_id("operationId", operation_id)?;
+        let (_, op) = db
+            .get::<compaction::Operation>(&crate::store::keys::operation(operation_id))?
+            .ok_or_else(|| KernelError::new(ErrorCode::NotFound, format!("no operation `{operation_id}`")))?;
+        self.session(db, &op.request.session_id)
     }
 }
 

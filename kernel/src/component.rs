@@ -46,11 +46,15 @@ fn put_error(e: host::PutError) -> crate::store::PutError {
 }
 
 fn run(command: Command, request: String) -> Result<String, KernelError> {
-    KERNEL.with_borrow_mut(|kernel| kernel.call(&mut HostStore, command, &request)).map_err(|e| KernelError {
+    KERNEL.with_borrow_mut(|kernel| kernel.call(&mut HostStore, command, &request)).map_err(lower)
+}
+
+fn lower(e: crate::KernelError) -> KernelError {
+    KernelError {
         code: code(e.code),
         message: e.message,
         detail: crate::canonical::to_string(&e.detail).unwrap_or_else(|_| "{}".into()),
-    })
+    }
 }
 
 fn code(code: crate::ErrorCode) -> ErrorCode {
@@ -92,6 +96,30 @@ impl Guest for Component {
 
     fn read_events(request: String) -> Result<String, KernelError> {
         run(Command::ReadEvents, request)
+    }
+
+    fn compact_context(request: String) -> Result<String, KernelError> {
+        run(Command::CompactContext, request)
+    }
+
+    fn continue_operation(request: String) -> Result<String, KernelError> {
+        run(Command::ContinueOperation, request)
+    }
+
+    fn reconcile(request: String) -> Result<String, KernelError> {
+        run(Command::Reconcile, request)
+    }
+
+    fn put_content(request: String, content: Vec<u8>) -> Result<String, KernelError> {
+        KERNEL.with_borrow_mut(|kernel| kernel.put_content(&mut HostStore, &request, &content)).map_err(lower)
+    }
+
+    fn get_content(request: String) -> Result<Vec<u8>, KernelError> {
+        KERNEL.with_borrow_mut(|kernel| kernel.get_content(&mut HostStore, &request)).map_err(lower)
+    }
+
+    fn read_kernel_events(request: String) -> Result<String, KernelError> {
+        run(Command::ReadKernelEvents, request)
     }
 }
 

@@ -395,6 +395,9 @@ pub struct ContextItem {
     pub scope_id: Option<String>,
     pub sensitivity: Sensitivity,
     pub source_ref: SourceRef,
+    /// Set by the kernel on the summary a compaction writes; never by hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_of: Option<SummaryOf>,
     /// For `task-state` items.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskState>,
@@ -407,6 +410,17 @@ pub struct ContextItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_result: Option<ToolResult>,
     pub trust: Trust,
+}
+}
+
+contract! {
+/// What a compaction summary stands for: a span of a session, archived losslessly.
+pub struct SummaryOf {
+    /// The content object holding the span's raw events (`get-content`).
+    pub archive_id: String,
+    pub compaction_id: String,
+    pub from_seq: u64,
+    pub to_seq: u64,
 }
 }
 
@@ -529,6 +543,9 @@ impl ContextItem {
         }
         if let Some(interaction) = &self.interaction {
             check_id("interaction.operationId", &interaction.operation_id)?;
+        }
+        if self.summary_of.is_some() {
+            return fail("summaryOf is written by the kernel's compaction, not by hosts");
         }
         Ok(())
     }

@@ -14,6 +14,9 @@
 //! - [`store`] — the storage port and key layout
 //! - [`session`] — session event logs
 //! - [`planner`] — the context planner
+//! - [`compaction`] — the compaction state machine and session projection
+//! - [`content`] — content addressed by sha256 (externalized output, archives)
+//! - [`events`] — the kernel's bodiless event stream
 //! - [`commands`] — the command table every host calls
 
 /// A wire type: camelCase fields, unknown fields rejected. Fields are declared
@@ -40,8 +43,11 @@ macro_rules! label {
 
 pub mod canonical;
 pub mod commands;
+pub mod compaction;
+pub mod content;
 pub mod contracts;
 pub mod error;
+pub mod events;
 pub mod planner;
 pub mod session;
 pub mod store;

@@ -67,7 +67,8 @@ pub const PARTITIONS: [Partition; 7] = [
 label! {
 /// Why an item was kept.
 pub enum KeepReason {
-    /// Part of the recovery references (session head, revisions, digests).
+    /// Part of the recovery references: a compaction's summary and archive,
+    /// the session head, revisions and digests.
     Recovery,
     Pinned,
     /// The latest user message: the request being answered.
@@ -450,7 +451,7 @@ impl Unit {
 }
 
 /// Transcript order: sequence when known, then creation time, then id.
-fn chrono(c: &Candidate) -> (u64, &Timestamp, &str) {
+pub(crate) fn chrono(c: &Candidate) -> (u64, &Timestamp, &str) {
     (c.seq.unwrap_or(u64::MAX), &c.item.created_at, c.item.id())
 }
 
@@ -458,6 +459,7 @@ fn partition_of(item: &ContextItem) -> (Partition, bool) {
     let trusted = item.trust <= Trust::User;
     let pending = item.interaction.is_some();
     match item.kind {
+        _ if item.summary_of.is_some() => (Partition::Conversation, false),
         ItemKind::SystemPolicy if trusted => (Partition::System, false),
         ItemKind::SystemPolicy => (Partition::Evidence, true),
         _ if pending || item.anchor.is_some() => (Partition::Task, false),
@@ -469,7 +471,7 @@ fn partition_of(item: &ContextItem) -> (Partition, bool) {
     }
 }
 
-fn sink_permits(item: &ContextItem, sink: &str) -> bool {
+pub(crate) fn sink_permits(item: &ContextItem, sink: &str) -> bool {
     if item.sensitivity >= Sensitivity::Secret {
         // Secrets need the sink named, not a wildcard.
         let named: Vec<String> = item.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
@@ -569,6 +571,9 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         let item = &c.item;
         if item.pinned {
             mark(i, KeepReason::Pinned, &mut must);
+        }
+        if item.summary_of.is_some() {
+            mark(i, KeepReason::Recovery, &mut must);
         }
         if item.kind == ItemKind::Message && item.role == Some(Role::User) {
             latest_user = Some(i);

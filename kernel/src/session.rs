@@ -7,6 +7,7 @@
 //! with the current head and recomputes.
 
 use crate::canonical::{self, Timestamp};
+use crate::compaction::CompactionRecord;
 use crate::contracts::{check_id, check_version, ContextItem, ItemLimits};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::store::{keys, Db};
@@ -93,14 +94,29 @@ pub struct ReadEventsResponse {
 }
 
 contract! {
-/// One event of a session log as stored.
+/// One event of a session log as stored: an item a host appended, or a
+/// compaction the kernel committed.
 pub struct Event {
     pub appended_at: Timestamp,
     /// The chain digest after this event.
     pub chain: String,
-    pub item: ContextItem,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction: Option<Box<CompactionRecord>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ContextItem>,
     pub seq: u64,
 }
+}
+
+impl Event {
+    /// The digest the chain extends with.
+    fn payload_digest(&self) -> Result<String> {
+        match (&self.item, &self.compaction) {
+            (Some(item), None) => canonical::digest_value(item),
+            (None, Some(compaction)) => canonical::digest_value(compaction),
+            _ => Err(KernelError::storage(format!("event {} must hold exactly one item or compaction", self.seq))),
+        }
+    }
 }
 
 contract! {
@@ -124,8 +140,8 @@ pub fn genesis(session_id: &str) -> Result<Head> {
     Ok(Head { seq: 0, digest: canonical::digest_value(&json!({"session": session_id}))? })
 }
 
-fn chain(prev: &str, item: &ContextItem) -> Result<String> {
-    canonical::digest_value(&(prev, canonical::digest_value(item)?))
+fn chain(prev: &str, payload_digest: &str) -> Result<String> {
+    canonical::digest_value(&(prev, payload_digest))
 }
 
 /// Reads a session's head and the store revision of its key (0: new session).
@@ -169,13 +185,13 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
         if batch_ids.insert(item_id.clone(), seq).is_some() {
             return Err(KernelError::invalid(format!("itemId `{item_id}` appears twice in one append")));
         }
-        head = Head { seq, digest: chain(&head.digest, &item)? };
-        events.push(Event { seq, chain: head.digest.clone(), appended_at: request.now.clone(), item });
+        head = Head { seq, digest: chain(&head.digest, &canonical::digest_value(&item)?)? };
+        events.push(Event { seq, chain: head.digest.clone(), appended_at: request.now.clone(), compaction: None, item: Some(item) });
     }
 
     // Every check before any write.
-    for event in &events {
-        let item_id = event.item.id();
+    for item in events.iter().filter_map(|e| e.item.as_ref()) {
+        let item_id = item.id();
         if let Some((_, existing)) = db.get::<ItemIndex>(&keys::session_item(session, item_id))? {
             return Err(KernelError::invalid(format!(
                 "itemId `{item_id}` is already event {} of session `{session}`",
@@ -185,7 +201,7 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     }
     let mut appended = Vec::with_capacity(events.len());
     for event in &events {
-        let item = &event.item;
+        let item = event.item.as_ref().expect("appended events hold items");
         db.put(&keys::session_item(session, item.id()), &ItemIndex { seq: event.seq }, Some(0))?;
         db.put(&keys::session_event(session, event.seq), event, Some(0))?;
         appended.push(Appended {
@@ -204,6 +220,25 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     };
     db.put(&keys::session_head(session), &stored, Some(head_revision))?;
     Ok(AppendEventsResponse { schema_version: 1, session_id: request.session_id, head, appended })
+}
+
+/// Appends a compaction the kernel committed, with a CAS on the head key as
+/// it was read in this call.
+pub fn append_compaction(db: &mut Db, session: &str, record: CompactionRecord, now: &Timestamp) -> Result<Head> {
+    let (head, revision) = head(db, session)?;
+    let seq = head.seq + 1;
+    let digest = chain(&head.digest, &canonical::digest_value(&record)?)?;
+    let event = Event { appended_at: now.clone(), chain: digest.clone(), compaction: Some(Box::new(record)), item: None, seq };
+    db.put(&keys::session_event(session, seq), &event, Some(0))?;
+    let stored = StoredHead {
+        digest: digest.clone(),
+        schema_version: crate::contracts::SCHEMA_VERSION,
+        seq,
+        session_id: session.to_string(),
+        updated_at: now.clone(),
+    };
+    db.put(&keys::session_head(session), &stored, Some(revision))?;
+    Ok(Head { digest, seq })
 }
 
 pub fn read(db: &mut Db, request: ReadEventsRequest) -> Result<ReadEventsResponse> {
@@ -240,7 +275,9 @@ pub fn load(db: &mut Db, session: &str, after_seq: u64, limit: usize) -> Result<
                 event.seq
             )));
         }
-        check_version("stored event", event.item.schema_version)?;
+        if let Some(item) = &event.item {
+            check_version("stored event", item.schema_version)?;
+        }
     }
     Ok(events)
 }
@@ -249,7 +286,7 @@ pub fn load(db: &mut Db, session: &str, after_seq: u64, limit: usize) -> Result<
 pub fn verify_chain(session: &str, from: &Head, events: &[Event]) -> Result<Head> {
     let mut head = from.clone();
     for event in events {
-        let digest = chain(&head.digest, &event.item)?;
+        let digest = chain(&head.digest, &event.payload_digest()?)?;
         if digest != event.chain || event.seq != head.seq + 1 {
             return Err(KernelError::new(
                 ErrorCode::DigestMismatch,

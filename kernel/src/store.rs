@@ -15,6 +15,11 @@
 //! | `ses/<sid>/head`             | session head: seq, chain digest         |
 //! | `ses/<sid>/ev/<seq:020>`     | one session event                       |
 //! | `ses/<sid>/id/<itemId>`      | item id → seq                           |
+//! | `meta/event-seq`             | last kernel event number                |
+//! | `evt/<seq:020>`              | one kernel event (metrics, no bodies)   |
+//! | `op/<operationId>`           | an operation's journal entry            |
+//! | `blob/<hex>/meta`            | content: length, chunk digests, access  |
+//! | `blob/<hex>/c/<n:08>`        | content chunk n (raw bytes)             |
 
 use crate::contracts::{check_version, SCHEMA_VERSION};
 use crate::error::{ErrorCode, KernelError, Result};
@@ -51,6 +56,8 @@ pub mod keys {
     pub const FORMAT: &str = "meta/format";
     pub const REVISION: &str = "meta/revision";
     pub const MEMORY_REVISION: &str = "meta/memory-revision";
+    pub const EVENT_SEQ: &str = "meta/event-seq";
+    pub const KERNEL_EVENTS: &str = "evt/";
 
     /// Percent-encodes everything but `[A-Za-z0-9._-]`, so user ids can hold
     /// `/` or any Unicode without breaking prefix scans.
@@ -79,6 +86,22 @@ pub mod keys {
 
     pub fn session_item(session: &str, item_id: &str) -> String {
         format!("ses/{}/id/{}", segment(session), segment(item_id))
+    }
+
+    pub fn kernel_event(seq: u64) -> String {
+        format!("evt/{seq:020}")
+    }
+
+    pub fn operation(id: &str) -> String {
+        format!("op/{}", segment(id))
+    }
+
+    pub fn blob_meta(hex: &str) -> String {
+        format!("blob/{hex}/meta")
+    }
+
+    pub fn blob_chunk(hex: &str, n: u64) -> String {
+        format!("blob/{hex}/c/{n:08}")
     }
 }
 
@@ -159,6 +182,17 @@ impl<'s> Db<'s> {
             }
         }
         Ok(out)
+    }
+
+    /// Raw bytes at `key` (for content chunks, which are not JSON).
+    pub fn get_bytes(&mut self, key: &str) -> Result<Option<Vec<u8>>> {
+        let entry = self.store.get(key).map_err(|e| KernelError::storage(format!("get `{key}`: {e}")))?;
+        Ok(entry.map(|e| e.value))
+    }
+
+    pub fn put_bytes(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64> {
+        self.writes += 1;
+        self.store.put(key, value, expected).map_err(|e| put_error(key, e))
     }
 
     /// Writes `value` if the key is at `expected` (see the WIT for its meaning).

@@ -9,6 +9,9 @@ mod common;
 
 use common::*;
 use ctxkernel::commands::{InfoRequest, InfoResponse};
+use ctxkernel::compaction::{CompactRequest, CompactResponse, CompactionRecord, ContinueRequest, ReconcileRequest};
+use ctxkernel::content::{GetContentRequest, PutContentRequest, PutContentResponse};
+use ctxkernel::events::{ReadKernelEventsRequest, ReadKernelEventsResponse};
 use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};
 use ctxkernel::planner::{ContextPlan, PlanRequest};
 use ctxkernel::session::{AppendEventsRequest, AppendEventsResponse, ReadEventsRequest, ReadEventsResponse};
@@ -35,6 +38,16 @@ fn schemas() -> Vec<(&'static str, Schema)> {
         ("read-events.response", schema_for!(ReadEventsResponse)),
         ("info.request", schema_for!(InfoRequest)),
         ("info.response", schema_for!(InfoResponse)),
+        ("compaction-record", schema_for!(CompactionRecord)),
+        ("compact-context.request", schema_for!(CompactRequest)),
+        ("compact-context.response", schema_for!(CompactResponse)),
+        ("continue-operation.request", schema_for!(ContinueRequest)),
+        ("reconcile.request", schema_for!(ReconcileRequest)),
+        ("put-content.request", schema_for!(PutContentRequest)),
+        ("put-content.response", schema_for!(PutContentResponse)),
+        ("get-content.request", schema_for!(GetContentRequest)),
+        ("read-kernel-events.request", schema_for!(ReadKernelEventsRequest)),
+        ("read-kernel-events.response", schema_for!(ReadKernelEventsResponse)),
     ]
 }
 
@@ -95,6 +108,17 @@ fn wire_messages_conform_to_their_schemas() {
     assert_valid("context-plan", &plan);
     let events = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": append_request["sessionId"]})).unwrap();
     assert_valid("read-events.response", &events);
+    let compact = json!({"schemaVersion": 1, "sessionId": append_request["sessionId"], "now": plan_request["now"],
+        "strategy": "local", "sink": "model:local", "model": plan_request["model"]});
+    assert_valid("compact-context.request", &compact);
+    let compacted = call(&mut store, Command::CompactContext, &compact).unwrap();
+    assert_eq!(compacted["status"], "committed");
+    assert_valid("compact-context.response", &compacted);
+    assert_valid("compaction-record", &compacted["compaction"]);
+    assert_valid("read-events.response", &call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": append_request["sessionId"]})).unwrap());
+    assert_valid("context-plan", &call(&mut store, Command::PlanContext, &plan_request).unwrap());
+    let kernel_events = call(&mut store, Command::ReadKernelEvents, &json!({"schemaVersion": 1})).unwrap();
+    assert_valid("read-kernel-events.response", &kernel_events);
     assert_valid("info.request", &json!({"schemaVersion": 1}));
     assert_valid("info.response", &call(&mut store, Command::Info, &json!({"schemaVersion": 1})).unwrap());
 }

@@ -31,8 +31,18 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// The component artifact this library was built with.
 pub const COMPONENT: &[u8] = include_bytes!(env!("CTXK_COMPONENT_PATH"));
 
-/// The kernel's commands, as named in the WIT.
-pub const COMMANDS: [&str; 4] = ["info", "plan-context", "append-events", "read-events"];
+/// The kernel's JSON commands, as named in the WIT (`put-content` and
+/// `get-content` carry bytes and have their own methods).
+pub const COMMANDS: [&str; 8] = [
+    "info",
+    "plan-context",
+    "append-events",
+    "read-events",
+    "compact-context",
+    "continue-operation",
+    "reconcile",
+    "read-kernel-events",
+];
 
 /// The kernel's error codes, as named in the WIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -283,6 +293,34 @@ impl Kernel {
         if !COMMANDS.contains(&command) {
             return Err(KernelError::host(ErrorCode::InvalidRequest, format!("no command `{command}`")));
         }
+        self.transact(|exports, wasm| match command {
+            "info" => exports.call_info(wasm, request),
+            "plan-context" => exports.call_plan_context(wasm, request),
+            "append-events" => exports.call_append_events(wasm, request),
+            "read-events" => exports.call_read_events(wasm, request),
+            "compact-context" => exports.call_compact_context(wasm, request),
+            "continue-operation" => exports.call_continue_operation(wasm, request),
+            "reconcile" => exports.call_reconcile(wasm, request),
+            _ => exports.call_read_kernel_events(wasm, request),
+        })
+    }
+
+    /// `put-content`: stores `content`; returns the JSON with its ContentRef.
+    pub fn put_content(&mut self, request: &str, content: &[u8]) -> Result<String, KernelError> {
+        self.transact(|exports, wasm| exports.call_put_content(wasm, request, content))
+    }
+
+    /// `get-content`: the stored bytes, verified by the kernel.
+    pub fn get_content(&mut self, request: &str) -> Result<Vec<u8>, KernelError> {
+        self.transact(|exports, wasm| exports.call_get_content(wasm, request))
+    }
+
+    /// Runs one export inside one store transaction: committed on `ok`,
+    /// rolled back on an error, a trap or a panic in the host store.
+    fn transact<T>(
+        &mut self,
+        invoke: impl FnOnce(&bindings::exports::ctxkernel::kernel::kernel::Guest, &mut Store<State>) -> wasmtime::Result<Result<T, types::KernelError>>,
+    ) -> Result<T, KernelError> {
         let fuel = self.runtime.limits.fuel_per_call;
         let (wasm, bindings) = self.instance()?;
         if let Some(fuel) = fuel {
@@ -293,15 +331,7 @@ impl Kernel {
             .begin()
             .map_err(|e| KernelError::host(ErrorCode::StorageFailure, format!("cannot begin a transaction: {e}")))?;
         let exports = bindings.ctxkernel_kernel_kernel();
-        // A panicking host store unwinds through the call: roll back and
-        // discard the instance before letting the panic continue.
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match command {
-            "info" => exports.call_info(&mut *wasm, request),
-            "plan-context" => exports.call_plan_context(&mut *wasm, request),
-            "append-events" => exports.call_append_events(&mut *wasm, request),
-            _ => exports.call_read_events(&mut *wasm, request),
-        }));
-        let outcome = match outcome {
+        let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| invoke(exports, wasm))) {
             Ok(outcome) => outcome,
             Err(panic) => {
                 let _ = self.discard();
@@ -365,5 +395,21 @@ impl Kernel {
 
     pub fn read_events(&mut self, request: &Value) -> Result<Value, KernelError> {
         self.call_json("read-events", request)
+    }
+
+    pub fn compact_context(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("compact-context", request)
+    }
+
+    pub fn continue_operation(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("continue-operation", request)
+    }
+
+    pub fn reconcile(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("reconcile", request)
+    }
+
+    pub fn read_kernel_events(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("read-kernel-events", request)
     }
 }

@@ -46,6 +46,40 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: u32,
     },
+    /// Compact a session (a `compact-context` request).
+    Compact { file: Option<PathBuf> },
+    /// Answer an operation waiting for a provider (a `continue-operation` request).
+    Continue { file: Option<PathBuf> },
+    /// Settle an operation whose outcome is unknown (a `reconcile` request).
+    Reconcile { file: Option<PathBuf> },
+    /// Store a file's bytes in the content store; prints its ContentRef.
+    PutContent {
+        file: PathBuf,
+        #[arg(long)]
+        mime_type: Option<String>,
+        /// Sinks allowed to read it back (repeatable).
+        #[arg(long = "allow", default_value = "*")]
+        allowed_sinks: Vec<String>,
+        #[arg(long, default_value = "internal")]
+        sensitivity: String,
+        #[arg(long, default_value = "1970-01-01T00:00:00Z")]
+        now: String,
+    },
+    /// Write stored content to stdout or a file, verified against its digests.
+    GetContent {
+        object_id: String,
+        #[arg(long, default_value = "cli")]
+        sink: String,
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Read the kernel's event stream.
+    KernelEvents {
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 1000)]
+        limit: u32,
+    },
     /// Run any kernel command with a raw JSON request; prints raw JSON.
     Call { command: String, file: Option<PathBuf> },
 }
@@ -83,6 +117,29 @@ impl From<anyhow::Error> for Failure {
 fn run(cli: &Cli) -> Result<(), Failure> {
     let store = SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?;
     let mut kernel = Kernel::new(store)?;
+    match &cli.command {
+        Command::PutContent { file, mime_type, allowed_sinks, sensitivity, now } => {
+            let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let request = json!({"schemaVersion": 1, "mimeType": mime_type, "allowedSinks": allowed_sinks,
+                "sensitivity": sensitivity, "now": now});
+            let mut request = request;
+            if mime_type.is_none() {
+                request.as_object_mut().expect("an object").remove("mimeType");
+            }
+            println!("{}", kernel.put_content(&request.to_string(), &bytes)?);
+            return Ok(());
+        }
+        Command::GetContent { object_id, sink, out } => {
+            let request = json!({"schemaVersion": 1, "objectId": object_id, "sink": sink});
+            let bytes = kernel.get_content(&request.to_string())?;
+            match out {
+                Some(path) => std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?,
+                None => std::io::Write::write_all(&mut std::io::stdout(), &bytes).context("cannot write stdout")?,
+            }
+            return Ok(());
+        }
+        _ => {}
+    }
     let (command, request) = match &cli.command {
         Command::Info => ("info", json!({"schemaVersion": 1}).to_string()),
         Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
@@ -91,7 +148,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             "read-events",
             json!({"schemaVersion": 1, "sessionId": session, "afterSeq": after, "limit": limit}).to_string(),
         ),
+        Command::Compact { file } => ("compact-context", read_request(file.as_ref())?),
+        Command::Continue { file } => ("continue-operation", read_request(file.as_ref())?),
+        Command::Reconcile { file } => ("reconcile", read_request(file.as_ref())?),
+        Command::KernelEvents { after, limit } => {
+            ("read-kernel-events", json!({"schemaVersion": 1, "afterSeq": after, "limit": limit}).to_string())
+        }
         Command::Call { command, file } => (command.as_str(), read_request(file.as_ref())?),
+        Command::PutContent { .. } | Command::GetContent { .. } => unreachable!("handled above"),
     };
     let response = kernel.call(command, &request)?;
     if cli.json || matches!(cli.command, Command::Call { .. }) {
@@ -104,7 +168,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Plan { all, .. } => report::plan(&value, *all),
         Command::Append { .. } => report::appended(&value),
         Command::Events { .. } => report::events(&value),
-        Command::Call { .. } => unreachable!("printed raw above"),
+        Command::Compact { .. } | Command::Continue { .. } | Command::Reconcile { .. } => report::compaction(&value),
+        Command::KernelEvents { .. } => report::kernel_events(&value),
+        Command::Call { .. } | Command::PutContent { .. } | Command::GetContent { .. } => unreachable!("printed raw above"),
     };
     print!("{text}");
     Ok(())

@@ -165,3 +165,49 @@ pub fn events(v: &Value) -> String {
     }
     out
 }
+
+pub fn compaction(v: &Value) -> String {
+    let mut out = String::new();
+    let states: Vec<&str> = v["states"].as_array().into_iter().flatten().map(s).collect();
+    let _ = writeln!(out, "{} — {} ({})", s(&v["operationId"]), s(&v["status"]), states.join(" → "));
+    if let Some(reason) = v["reason"].as_str() {
+        let _ = writeln!(out, "  {reason}");
+    }
+    if let Some(request) = v["providerRequest"].as_object() {
+        let _ = writeln!(out, "  the provider must be asked: model {}, at most {} tokens, {} messages",
+            s(&request["model"]), n(&request["maxTokens"]), request["messages"].as_array().map_or(0, Vec::len));
+    }
+    let record = &v["compaction"];
+    if record.is_object() {
+        let m = &record["metrics"];
+        let _ = writeln!(
+            out,
+            "  {} — {} strategy{}: {} → {} tokens ({:.1}%), cut at #{}, {} events summarized, {} preserved, {} externalized ({} bytes), {} withheld",
+            s(&record["compactionId"]),
+            s(&m["strategy"]),
+            if m["degraded"].as_bool() == Some(true) { " (degraded)" } else { "" },
+            n(&m["inputTokens"]),
+            n(&m["outputTokens"]),
+            n(&m["ratioPermille"]) as f64 / 10.0,
+            n(&record["cutSeq"]),
+            n(&m["spanEvents"]),
+            record["preserved"].as_array().map_or(0, Vec::len),
+            n(&m["externalizedItems"]),
+            n(&m["externalizedBytes"]),
+            n(&m["withheld"]),
+        );
+        for reference in record["artifactRefs"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "  artifact {} ({} bytes, {})", s(&reference["objectId"]), n(&reference["byteLength"]), s(&reference["mimeType"]));
+        }
+    }
+    let _ = writeln!(out, "  head seq {} {}", n(&v["head"]["seq"]), s(&v["head"]["digest"]));
+    out
+}
+
+pub fn kernel_events(v: &Value) -> String {
+    let mut out = String::new();
+    for e in v["events"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  {:>5} {} {:<42} {}", n(&e["seq"]), s(&e["at"]), s(&e["type"]), e["data"]);
+    }
+    out
+}

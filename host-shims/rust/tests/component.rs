@@ -262,3 +262,53 @@ fn foreign_files_are_not_opened_as_stores() {
     assert!(err.contains("not a ctxkernel store"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn content_up_to_100_mib_round_trips_through_the_component() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    let bytes: Vec<u8> = (0..100u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let request = json!({"schemaVersion": 1, "allowedSinks": ["model:*"], "sensitivity": "internal", "now": NOW, "mimeType": "application/octet-stream"});
+    let put: Value = serde_json::from_str(&kernel.put_content(&request.to_string(), &bytes).unwrap()).unwrap();
+    let reference = &put["contentRef"];
+    assert_eq!(reference["byteLength"], 100u64 << 20);
+    assert_eq!(put["created"], true);
+    let object = reference["objectId"].as_str().unwrap().to_string();
+    let back = kernel.get_content(&json!({"schemaVersion": 1, "objectId": object, "sink": "model:x"}).to_string()).unwrap();
+    assert!(back == bytes, "the bytes come back unchanged");
+    // Stored again: nothing new is written.
+    let again: Value = serde_json::from_str(&kernel.put_content(&request.to_string(), &bytes).unwrap()).unwrap();
+    assert_eq!(again["created"], false);
+    // A flipped byte in the store is caught, never returned.
+    probe.with(|s| {
+        let key = format!("blob/{object}/c/00000042");
+        let entry = s.store.get(&key).unwrap().unwrap();
+        let mut value = entry.value.clone();
+        value[7] ^= 0x80;
+        s.store.put(&key, &value, Some(entry.revision)).unwrap();
+    });
+    let err = kernel.get_content(&json!({"schemaVersion": 1, "objectId": object, "sink": "model:x"}).to_string()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::DigestMismatch);
+    let err = kernel.get_content(&json!({"schemaVersion": 1, "objectId": object, "sink": "sync"}).to_string()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ScopeDenied);
+}
+
+#[test]
+fn provider_compaction_runs_through_the_component() {
+    let mut kernel = Kernel::new(SqliteStore::in_memory().unwrap()).unwrap();
+    let items: Vec<Value> = (1..=120).map(|i| item(i, if i % 2 == 0 { "assistant" } else { "user" }, &"words of a long session ".repeat(40))).collect();
+    kernel.append_events(&json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"seq": 0}, "items": items, "now": NOW})).unwrap();
+    let request = json!({"schemaVersion": 1, "sessionId": "s1", "now": NOW, "strategy": "provider", "sink": "model:test",
+        "model": {"profile": "m", "window": 16000, "reservedOutput": 1000, "safetyMargin": 500},
+        "provider": {"model": "summarizer", "maxTokens": 500}});
+    let waiting = kernel.compact_context(&request).unwrap();
+    assert_eq!(waiting["status"], "awaiting-provider");
+    let op = waiting["operationId"].clone();
+    let done = kernel.continue_operation(&json!({"schemaVersion": 1, "operationId": op, "now": NOW,
+        "response": {"outcome": "success", "text": "A long session about words.", "usage": {"inputTokens": 20000, "outputTokens": 9}}})).unwrap();
+    assert_eq!(done["status"], "committed");
+    let events = kernel.read_kernel_events(&json!({"schemaVersion": 1})).unwrap();
+    assert_eq!(events["events"].as_array().unwrap().len(), 2);
+    let plan = kernel.plan_context(&plan_request()).unwrap();
+    assert_eq!(plan["context"][0]["keep"], "recovery");
+}

@@ -1,6 +1,8 @@
 //! Builders shared by the kernel's integration tests.
 #![allow(dead_code)]
 
+pub mod generate;
+
 use ctxkernel::planner::ContextPlan;
 use ctxkernel::store::MemStore;
 use ctxkernel::{Command, Kernel, KernelError};

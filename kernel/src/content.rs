@@ -1,0 +1,264 @@
+//! The content store: bytes addressed by their sha256, for tool output too
+//! large to keep in a context and for losslessly archived spans.
+//!
+//! Content is split into 1 MiB chunks, each with its own digest, so a range
+//! read verifies exactly the chunks it touches and a full read verifies every
+//! chunk and the whole. Reads never return wrong bytes: a missing chunk is
+//! `content-unavailable`, a changed one `digest-mismatch`. Each object
+//! carries the access policy of its source (sensitivity, allowed sinks); a
+//! read names its sink and is refused (`scope-denied`) outside them.
+
+use crate::canonical::{self, Timestamp};
+use crate::contracts::{check_id, check_version, sink_allowed, ContentRef, Sensitivity};
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::store::{keys, Db};
+use serde_json::json;
+
+/// Bytes per stored chunk.
+pub const CHUNK_BYTES: usize = 1 << 20;
+/// The largest object accepted.
+pub const MAX_CONTENT_BYTES: u64 = 256 << 20;
+/// The `store` identity in every ContentRef this kernel writes.
+pub const STORE_ID: &str = "ctxk-content";
+
+contract! {
+/// What the store keeps beside an object's chunks.
+pub struct BlobMeta {
+    pub allowed_sinks: Vec<String>,
+    pub byte_length: u64,
+    /// Digest of each chunk, in order.
+    pub chunks: Vec<String>,
+    pub created_at: Timestamp,
+    pub digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    pub schema_version: u32,
+    pub sensitivity: Sensitivity,
+}
+}
+
+contract! {
+/// `put-content`: the bytes travel beside this request.
+pub struct PutContentRequest {
+    /// Sinks a reader may name; `get-content` refuses others.
+    pub allowed_sinks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    pub now: Timestamp,
+    pub schema_version: u32,
+    pub sensitivity: Sensitivity,
+    /// What the context should say instead of the bytes; derived from the
+    /// text (head and tail) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+}
+
+contract! {
+pub struct PutContentResponse {
+    pub content_ref: ContentRef,
+    /// False when the same bytes were already stored.
+    pub created: bool,
+    pub schema_version: u32,
+}
+}
+
+contract! {
+/// `get-content`: the bytes come back as the result.
+pub struct GetContentRequest {
+    pub object_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<ByteRange>,
+    pub schema_version: u32,
+    /// Where the bytes are going; must be one of the object's allowed sinks.
+    pub sink: String,
+}
+}
+
+contract! {
+pub struct ByteRange {
+    pub length: u64,
+    pub offset: u64,
+}
+}
+
+/// How a ContentRef summary shows text it does not carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Excerpt {
+    pub head_chars: usize,
+    pub tail_chars: usize,
+}
+
+impl Default for Excerpt {
+    fn default() -> Self {
+        Excerpt { head_chars: 1_500, tail_chars: 500 }
+    }
+}
+
+/// A summary that says plainly what is left out: the head and tail of the
+/// text, or the size and type of binary content.
+pub fn summarize(bytes: &[u8], mime_type: Option<&str>, excerpt: Excerpt) -> String {
+    let digest = canonical::digest_bytes(bytes);
+    let kind = mime_type.unwrap_or("application/octet-stream");
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return format!("[externalized {kind}: {} bytes, {digest}; binary, not shown]", bytes.len());
+    };
+    let chars = text.chars().count();
+    if chars <= excerpt.head_chars + excerpt.tail_chars {
+        return format!("[externalized {kind}: {} bytes, {digest}; shown in full]\n{text}", bytes.len());
+    }
+    let head: String = text.chars().take(excerpt.head_chars).collect();
+    let tail: String = text.chars().skip(chars - excerpt.tail_chars).collect();
+    let omitted = chars - excerpt.head_chars - excerpt.tail_chars;
+    format!(
+        "[externalized {kind}: {} bytes, {digest}; TRUNCATED: showing the first {} and last {} of {chars} characters, {omitted} omitted; read the rest with get-content]\n{head}\n[… {omitted} characters omitted …]\n{tail}",
+        bytes.len(),
+        excerpt.head_chars,
+        excerpt.tail_chars,
+    )
+}
+
+fn hex_of(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+/// The sinks both lists admit: each pattern or name of one list that the
+/// other list fully covers.
+pub fn narrower_sinks(a: &[String], b: &[String]) -> Vec<String> {
+    fn covers(list: &[String], p: &str) -> bool {
+        list.iter().any(|q| q == "*" || q == p) || (!p.contains('*') && sink_allowed(list, p))
+    }
+    let both: std::collections::BTreeSet<&String> =
+        a.iter().filter(|p| covers(b, p)).chain(b.iter().filter(|q| covers(a, q))).collect();
+    both.into_iter().cloned().collect()
+}
+
+/// The reference a context keeps for `bytes`, without storing anything.
+pub fn reference(bytes: &[u8], mime_type: Option<&str>, summary: String) -> Result<ContentRef> {
+    if bytes.len() as u64 > MAX_CONTENT_BYTES {
+        return Err(KernelError::limit(format!("content has {} bytes; the ceiling is {MAX_CONTENT_BYTES}", bytes.len())));
+    }
+    let digest = canonical::digest_bytes(bytes);
+    Ok(ContentRef {
+        byte_length: bytes.len() as u64,
+        object_id: hex_of(&digest).to_string(),
+        digest,
+        mime_type: mime_type.map(str::to_string),
+        recoverable: true,
+        store: STORE_ID.into(),
+        summary,
+    })
+}
+
+/// Stores the bytes behind `reference` (idempotently); false when they were
+/// already there. A second store may only tighten the access policy.
+pub fn store(db: &mut Db, reference: &ContentRef, bytes: &[u8], sensitivity: Sensitivity, allowed_sinks: &[String], now: &Timestamp) -> Result<bool> {
+    let hex = reference.object_id.as_str();
+    let meta_key = keys::blob_meta(hex);
+    if let Some((revision, mut meta)) = db.get::<BlobMeta>(&meta_key)? {
+        let sinks = narrower_sinks(&meta.allowed_sinks, allowed_sinks);
+        if sinks != meta.allowed_sinks || sensitivity > meta.sensitivity {
+            meta.allowed_sinks = sinks;
+            meta.sensitivity = meta.sensitivity.max(sensitivity);
+            db.put(&meta_key, &meta, Some(revision))?;
+        }
+        return Ok(false);
+    }
+    let mut chunks = Vec::with_capacity(bytes.len().div_ceil(CHUNK_BYTES));
+    for (n, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
+        chunks.push(canonical::digest_bytes(chunk));
+        db.put_bytes(&keys::blob_chunk(hex, n as u64), chunk, None)?;
+    }
+    let meta = BlobMeta {
+        allowed_sinks: allowed_sinks.to_vec(),
+        byte_length: bytes.len() as u64,
+        chunks,
+        created_at: now.clone(),
+        digest: reference.digest.clone(),
+        mime_type: reference.mime_type.clone(),
+        schema_version: 1,
+        sensitivity,
+    };
+    db.put(&meta_key, &meta, Some(0))?;
+    Ok(true)
+}
+
+pub fn put(db: &mut Db, request: PutContentRequest, bytes: &[u8]) -> Result<PutContentResponse> {
+    check_version("request", request.schema_version)?;
+    request.allowed_sinks.iter().try_for_each(|s| check_id("allowedSinks[]", s))?;
+    if let Some(mime) = &request.mime_type {
+        check_id("mimeType", mime)?;
+    }
+    let summary = match request.summary {
+        Some(summary) => summary,
+        None => summarize(bytes, request.mime_type.as_deref(), Excerpt::default()),
+    };
+    let content_ref = reference(bytes, request.mime_type.as_deref(), summary)?;
+    let created = store(db, &content_ref, bytes, request.sensitivity, &request.allowed_sinks, &request.now)?;
+    Ok(PutContentResponse { content_ref, created, schema_version: 1 })
+}
+
+fn unavailable(object: &str, why: &str) -> KernelError {
+    KernelError::new(ErrorCode::ContentUnavailable, format!("content `{object}` is not recoverable: {why}"))
+        .with_detail(json!({"objectId": object}))
+}
+
+/// The object's metadata, if the store has it.
+pub fn meta(db: &mut Db, object_id: &str) -> Result<Option<BlobMeta>> {
+    Ok(db.get::<BlobMeta>(&keys::blob_meta(object_id))?.map(|(_, meta)| meta))
+}
+
+pub fn get(db: &mut Db, request: GetContentRequest) -> Result<Vec<u8>> {
+    check_version("request", request.schema_version)?;
+    check_id("sink", &request.sink)?;
+    let object = request.object_id.as_str();
+    if object.len() != 64 || !object.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(KernelError::invalid("objectId must be 64 lowercase hex digits"));
+    }
+    let meta = meta(db, object)?.ok_or_else(|| unavailable(object, "no such object"))?;
+    let admitted = if meta.sensitivity >= Sensitivity::Secret {
+        let named: Vec<String> = meta.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
+        sink_allowed(&named, &request.sink)
+    } else {
+        sink_allowed(&meta.allowed_sinks, &request.sink)
+    };
+    if !admitted {
+        return Err(KernelError::new(
+            ErrorCode::ScopeDenied,
+            format!("content `{object}` may not go to sink `{}`", request.sink),
+        )
+        .with_detail(json!({"objectId": object, "sink": request.sink, "allowedSinks": meta.allowed_sinks})));
+    }
+    let (offset, length) = match &request.range {
+        None => (0, meta.byte_length),
+        Some(range) => {
+            let end = range.offset.checked_add(range.length).filter(|end| *end <= meta.byte_length);
+            if end.is_none() {
+                return Err(KernelError::invalid(format!("range is outside the object's {} bytes", meta.byte_length)));
+            }
+            (range.offset, range.length)
+        }
+    };
+    if length > MAX_CONTENT_BYTES {
+        return Err(KernelError::limit("a read may return at most 256 MiB"));
+    }
+    let chunk = CHUNK_BYTES as u64;
+    let (first, last) = (offset / chunk, (offset + length).div_ceil(chunk));
+    let mut out = Vec::with_capacity(length as usize);
+    for n in first..last {
+        let bytes = db.get_bytes(&keys::blob_chunk(object, n))?.ok_or_else(|| unavailable(object, &format!("chunk {n} is missing")))?;
+        let expected = meta.chunks.get(n as usize).ok_or_else(|| unavailable(object, "its chunk list is short"))?;
+        if canonical::digest_bytes(&bytes) != *expected {
+            return Err(KernelError::new(ErrorCode::DigestMismatch, format!("content `{object}` chunk {n} does not match its digest"))
+                .with_detail(json!({"objectId": object, "chunk": n})));
+        }
+        let start = if n == first { (offset - n * chunk) as usize } else { 0 };
+        let end = ((offset + length).min((n + 1) * chunk) - n * chunk) as usize;
+        out.extend_from_slice(bytes.get(start..end).ok_or_else(|| unavailable(object, &format!("chunk {n} is short")))?);
+    }
+    if request.range.is_none() && canonical::digest_bytes(&out) != meta.digest {
+        return Err(KernelError::new(ErrorCode::DigestMismatch, format!("content `{object}` does not match its digest"))
+            .with_detail(json!({"objectId": object})));
+    }
+    Ok(out)
+}
