@@ -1,9 +1,9 @@
 //! The content store: bytes addressed by their sha256, for tool output too
 //! large to keep in a context and for losslessly archived spans.
 //!
-//! Content is split into 1 MiB chunks, each with its own digest, so a range
-//! read verifies exactly the chunks it touches and a full read verifies every
-//! chunk and the whole. Reads never return wrong bytes: a missing chunk is
+//! Content is stored in 1 MiB chunks and hashed once on the way in and once on
+//! the way out: a read returns the bytes only when they hash to the object's
+//! digest. Reads never return wrong bytes: a missing chunk is
 //! `content-unavailable`, a changed one `digest-mismatch`. Each object
 //! carries the access policy of its source (sensitivity, allowed sinks); a
 //! read names its sink and is refused (`scope-denied`) outside them.
@@ -26,8 +26,7 @@ contract! {
 pub struct BlobMeta {
     pub allowed_sinks: Vec<String>,
     pub byte_length: u64,
-    /// Digest of each chunk, in order.
-    pub chunks: Vec<String>,
+    pub chunk_count: u64,
     pub created_at: Timestamp,
     pub digest: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,18 +66,9 @@ contract! {
 /// `get-content`: the bytes come back as the result.
 pub struct GetContentRequest {
     pub object_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<ByteRange>,
     pub schema_version: u32,
     /// Where the bytes are going; must be one of the object's allowed sinks.
     pub sink: String,
-}
-}
-
-contract! {
-pub struct ByteRange {
-    pub length: u64,
-    pub offset: u64,
 }
 }
 
@@ -164,15 +154,15 @@ pub fn store(db: &mut Db, reference: &ContentRef, bytes: &[u8], sensitivity: Sen
         }
         return Ok(false);
     }
-    let mut chunks = Vec::with_capacity(bytes.len().div_ceil(CHUNK_BYTES));
+    let mut chunk_count = 0;
     for (n, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
-        chunks.push(canonical::digest_bytes(chunk));
         db.put_bytes(&keys::blob_chunk(hex, n as u64), chunk, None)?;
+        chunk_count += 1;
     }
     let meta = BlobMeta {
         allowed_sinks: allowed_sinks.to_vec(),
         byte_length: bytes.len() as u64,
-        chunks,
+        chunk_count,
         created_at: now.clone(),
         digest: reference.digest.clone(),
         mime_type: reference.mime_type.clone(),
@@ -229,34 +219,12 @@ pub fn get(db: &mut Db, request: GetContentRequest) -> Result<Vec<u8>> {
         )
         .with_detail(json!({"objectId": object, "sink": request.sink, "allowedSinks": meta.allowed_sinks})));
     }
-    let (offset, length) = match &request.range {
-        None => (0, meta.byte_length),
-        Some(range) => {
-            let end = range.offset.checked_add(range.length).filter(|end| *end <= meta.byte_length);
-            if end.is_none() {
-                return Err(KernelError::invalid(format!("range is outside the object's {} bytes", meta.byte_length)));
-            }
-            (range.offset, range.length)
-        }
-    };
-    if length > MAX_CONTENT_BYTES {
-        return Err(KernelError::limit("a read may return at most 256 MiB"));
+    let mut out = Vec::with_capacity(meta.byte_length.min(MAX_CONTENT_BYTES) as usize);
+    for n in 0..meta.chunk_count {
+        let chunk = db.get_bytes(&keys::blob_chunk(object, n))?.ok_or_else(|| unavailable(object, &format!("chunk {n} is missing")))?;
+        out.extend_from_slice(&chunk);
     }
-    let chunk = CHUNK_BYTES as u64;
-    let (first, last) = (offset / chunk, (offset + length).div_ceil(chunk));
-    let mut out = Vec::with_capacity(length as usize);
-    for n in first..last {
-        let bytes = db.get_bytes(&keys::blob_chunk(object, n))?.ok_or_else(|| unavailable(object, &format!("chunk {n} is missing")))?;
-        let expected = meta.chunks.get(n as usize).ok_or_else(|| unavailable(object, "its chunk list is short"))?;
-        if canonical::digest_bytes(&bytes) != *expected {
-            return Err(KernelError::new(ErrorCode::DigestMismatch, format!("content `{object}` chunk {n} does not match its digest"))
-                .with_detail(json!({"objectId": object, "chunk": n})));
-        }
-        let start = if n == first { (offset - n * chunk) as usize } else { 0 };
-        let end = ((offset + length).min((n + 1) * chunk) - n * chunk) as usize;
-        out.extend_from_slice(bytes.get(start..end).ok_or_else(|| unavailable(object, &format!("chunk {n} is short")))?);
-    }
-    if request.range.is_none() && canonical::digest_bytes(&out) != meta.digest {
+    if out.len() as u64 != meta.byte_length || canonical::digest_bytes(&out) != meta.digest {
         return Err(KernelError::new(ErrorCode::DigestMismatch, format!("content `{object}` does not match its digest"))
             .with_detail(json!({"objectId": object})));
     }

@@ -303,10 +303,6 @@ fn large_outputs_are_externalized_and_read_back_verified() {
     };
     let bytes = get(&mut store, "model:test").unwrap();
     assert_eq!(bytes, "log line with details\n".repeat(100_000).into_bytes());
-    let range = Kernel::default()
-        .get_content(&mut store, &json!({"schemaVersion": 1, "objectId": object, "sink": "model:test", "range": {"offset": 1_048_570, "length": 30}}).to_string())
-        .unwrap();
-    assert_eq!(range, bytes[1_048_570..1_048_600]);
     assert_eq!(get(&mut store, "sync").unwrap_err().code, ErrorCode::ScopeDenied);
 
     let chunk = format!("blob/{object}/c/00000001");

@@ -1,7 +1,7 @@
 //! Kernel benchmarks: the same workloads natively (the kernel crate linked in)
-//! and through the component under wasmtime. Prints a Markdown table;
-//! `--write PATH` replaces the section between `<!-- planner:begin -->` and
-//! `<!-- planner:end -->` in that file with it.
+//! and through the component under wasmtime. Prints Markdown tables;
+//! `--write PATH` replaces each `<!-- NAME:begin -->` … `<!-- NAME:end -->`
+//! section of that file with the table of the same name.
 //!
 //! Run with `make bench`.
 
@@ -167,58 +167,167 @@ fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let write = args.iter().position(|a| a == "--write").map(|i| args[i + 1].clone());
-    let runtime = ctxkernel_host::Runtime::new().unwrap();
-    let mut rows = Vec::new();
+fn ms(x: f64) -> String {
+    format!("{x:.3} ms")
+}
 
+type Row = (String, usize, Stats, Stats);
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    out.push_str("| workload | request | native p50 | native p95 | native peak | component p50 | component p95 | component peak | component/native (p95) |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (name, bytes, n, c) in rows {
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {:.2}× |\n",
+            if *bytes == 0 { "—".to_string() } else { format!("{:.1} KiB", *bytes as f64 / 1024.0) },
+            ms(n.p50_ms), ms(n.p95_ms), mib(n.peak_bytes), ms(c.p50_ms), ms(c.p95_ms), mib(c.peak_bytes), c.p95_ms / n.p95_ms
+        ));
+    }
+    out
+}
+
+fn planner_section(runtime: &ctxkernel_host::Runtime) -> String {
+    let mut rows = Vec::new();
     let info = r#"{"schemaVersion":1}"#;
     let n = native(ctxkernel::Command::Info, &[], info, 2000);
-    let c = component("info", &[], info, 2000, &runtime);
+    let c = component("info", &[], info, 2000, runtime);
     rows.push(("trivial call (`info`)".to_string(), 0usize, n, c));
-
     for (size, window) in [(1_000usize, 32_768u64), (10_000, 32_768), (10_000, 131_072)] {
         let items = session_items(size);
         let iterations = if size > 5_000 { 100 } else { 300 };
         let label = format!("{}k window", window >> 10);
         let request = plan_request(Some(&items), window);
         let n = native(ctxkernel::Command::PlanContext, &[], &request, iterations);
-        let c = component("plan-context", &[], &request, iterations, &runtime);
+        let c = component("plan-context", &[], &request, iterations, runtime);
         rows.push((format!("plan {size} inline items, {label}"), request.len(), n, c));
 
         let setup = append_requests(&items);
         let request = plan_request(None, window);
         let n = native(ctxkernel::Command::PlanContext, &setup, &request, iterations);
-        let c = component("plan-context", &setup, &request, iterations, &runtime);
+        let c = component("plan-context", &setup, &request, iterations, runtime);
         rows.push((format!("plan a stored {size}-event session, {label}"), request.len(), n, c));
     }
+    table(&rows)
+}
 
+/// Times `run` on a fresh store prepared by `setup` each time (setup untimed).
+fn fresh<S>(iterations: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut(&mut S)) -> Stats {
+    let mut times = Vec::with_capacity(iterations);
+    let base = CURRENT.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    for _ in 0..iterations {
+        let mut state = setup();
+        let start = Instant::now();
+        run(&mut state);
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
+    Stats { p50_ms: at(0.5), p95_ms: at(0.95), peak_bytes: PEAK.load(Ordering::Relaxed).saturating_sub(base) }
+}
+
+fn compaction_section(runtime: &ctxkernel_host::Runtime) -> String {
+    let mut rows = Vec::new();
+    for messages in [100usize, 1_000] {
+        let setup = append_requests(&session_items(messages));
+        let request = json!({"schemaVersion": 1, "sessionId": "bench", "now": NOW, "strategy": "local", "sink": "model:bench",
+            "force": true, "model": {"profile": "bench-32k", "window": 32768, "reservedOutput": 4096, "safetyMargin": 1024}})
+        .to_string();
+        let iterations = if messages > 500 { 30 } else { 100 };
+        let n = fresh(
+            iterations,
+            || {
+                let mut store = ctxkernel::store::MemStore::default();
+                let mut kernel = ctxkernel::Kernel::default();
+                for s in &setup {
+                    kernel.call(&mut store, ctxkernel::Command::AppendEvents, s).unwrap();
+                }
+                (store, kernel)
+            },
+            |(store, kernel)| {
+                let r = kernel.call(store, ctxkernel::Command::CompactContext, &request).unwrap();
+                assert!(r.contains("\"committed\""), "{}", &r[..200.min(r.len())]);
+            },
+        );
+        let mut peak = 0;
+        let c = fresh(
+            iterations,
+            || {
+                let mut kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
+                for s in &setup {
+                    kernel.call("append-events", s).unwrap();
+                }
+                kernel
+            },
+            |kernel| {
+                kernel.call("compact-context", &request).unwrap();
+                peak = peak.max(kernel.peak_memory_bytes());
+            },
+        );
+        rows.push((format!("compact {messages} messages (local strategy)"), request.len(), n, Stats { peak_bytes: peak, ..c }));
+    }
+    let mut out = table(&rows);
+
+    out.push_str("\n| content | sha256 inside the component (p50) | externalize through the component (p50) | ratio | component peak |\n");
+    out.push_str("|---:|---:|---:|---:|---:|\n");
+    for size in [1usize << 20, 10 << 20, 100 << 20] {
+        let bytes: Vec<u8> = (0..size as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        let put = json!({"schemaVersion": 1, "allowedSinks": ["*"], "sensitivity": "internal", "now": NOW}).to_string();
+        let iterations = if size > 50 << 20 { 5 } else { 20 };
+        let mut peak = 0;
+        let externalize = fresh(iterations, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
+            kernel.put_content(&put, &bytes).unwrap();
+            peak = peak.max(kernel.peak_memory_bytes());
+        });
+        // The same bytes again: the kernel hashes them once, finds them stored and writes nothing.
+        let mut stored = Component::with_runtime(runtime.clone(), MemoryStore::new());
+        stored.put_content(&put, &bytes).unwrap();
+        let hash = fresh(iterations, || (), |_| {
+            stored.put_content(&put, &bytes).unwrap();
+        });
+        out.push_str(&format!(
+            "| {} MiB | {} | {} | {:.2}× | {} |\n",
+            size >> 20,
+            ms(hash.p50_ms),
+            ms(externalize.p50_ms),
+            externalize.p50_ms / hash.p50_ms,
+            mib(peak)
+        ));
+    }
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let write = args.iter().position(|a| a == "--write").map(|i| args[i + 1].clone());
+    let only = args.iter().position(|a| a == "--only").map(|i| args[i + 1].clone());
+    let runtime = ctxkernel_host::Runtime::new().unwrap();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut out = String::new();
-    out.push_str(&format!("Machine: {cpu}, {cores} cores; release builds, the component under wasmtime (Cranelift).\n\n"));
-    out.push_str("| workload | request | native p50 | native p95 | native peak | component p50 | component p95 | component peak | component/native (p95) |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (name, bytes, n, c) in &rows {
-        out.push_str(&format!(
-            "| {name} | {} | {:.3} ms | {:.3} ms | {} | {:.3} ms | {:.3} ms | {} | {:.2}× |\n",
-            if *bytes == 0 { "—".to_string() } else { format!("{:.1} KiB", *bytes as f64 / 1024.0) },
-            n.p50_ms, n.p95_ms, mib(n.peak_bytes), c.p50_ms, c.p95_ms, mib(c.peak_bytes), c.p95_ms / n.p95_ms
-        ));
+    let machine = format!("Machine: {cpu}, {cores} cores; release builds, the component under wasmtime (Cranelift).\n\n");
+    let sections: [(&str, fn(&ctxkernel_host::Runtime) -> String); 2] =
+        [("planner", planner_section), ("compaction", compaction_section)];
+    let mut doc = write.as_ref().map(|path| std::fs::read_to_string(path).unwrap_or_default());
+    for (name, section) in sections {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let out = format!("{machine}{}", section(&runtime));
+        println!("## {name}\n\n{out}");
+        if let Some(doc) = &mut doc {
+            let (begin, end) = (format!("<!-- {name}:begin -->\n"), format!("<!-- {name}:end -->"));
+            let (Some(a), Some(b)) = (doc.find(&begin), doc.find(&end)) else {
+                panic!("the document has no `{begin}` … `{end}` section");
+            };
+            *doc = format!("{}{begin}{out}{}", &doc[..a], &doc[b..]);
+        }
     }
-    print!("{out}");
-    if let Some(path) = write {
-        let doc = std::fs::read_to_string(&path).unwrap_or_default();
-        let (begin, end) = ("<!-- planner:begin -->\n", "<!-- planner:end -->");
-        let (Some(a), Some(b)) = (doc.find(begin), doc.find(end)) else {
-            panic!("{path} has no `{begin}` … `{end}` section to replace");
-        };
-        let updated = format!("{}{begin}{out}{}", &doc[..a], &doc[b..]);
-        std::fs::write(&path, updated).unwrap();
+    if let (Some(path), Some(doc)) = (write, doc) {
+        std::fs::write(&path, doc).unwrap();
         eprintln!("updated {path}");
     }
 }
