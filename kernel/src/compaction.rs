@@ -827,8 +827,9 @@ fn save_operation(db: &mut Db, op: &Operation, revision: u64) -> Result<()> {
     db.put(&keys::operation(&op.operation_id), op, Some(revision)).map(|_| ())
 }
 
-fn metrics_event(record: &CompactionRecord) -> serde_json::Value {
+fn metrics_event(record: &CompactionRecord, states: &[CompactionState]) -> serde_json::Value {
     json!({
+        "states": states,
         "compactionId": record.compaction_id,
         "cutSeq": record.cut_seq,
         "metrics": record.metrics,
@@ -901,7 +902,7 @@ fn start(
         states.push(CompactionState::Summarizing);
         let provider = request.provider.as_ref().expect("checked on admission");
         events::emit(db, "context.compaction.started", &request.now, Some(&request.session_id), Some(&op_id), json!({
-            "cutSeq": prepared.cut_seq, "spanItems": prepared.inputs.len(), "strategy": Strategy::Provider,
+            "cutSeq": prepared.cut_seq, "spanItems": prepared.inputs.len(), "states": states, "strategy": Strategy::Provider,
         }))?;
         let receipt = CompactResponse {
             compaction: None,
@@ -1073,7 +1074,7 @@ fn commit(
     }
     let head = session::append_compaction(db, session, record.clone(), now)?;
     states.push(CompactionState::Committed);
-    events::emit(db, "context.compaction.committed", now, Some(session), Some(op_id), metrics_event(&record))?;
+    events::emit(db, "context.compaction.committed", now, Some(session), Some(op_id), metrics_event(&record, &states))?;
     Ok(CompactResponse {
         compaction: Some(record),
         head,
@@ -1178,7 +1179,7 @@ pub fn resume(db: &mut Db, log: &SessionLog, request: ContinueRequest) -> Result
     };
     let (state, receipt) = if log.summarized_after(input_head.seq) {
         let reason = "another compaction committed first; compact again from the current head";
-        events::emit(db, "context.compaction.aborted", &request.now, Some(&session), Some(&op_id), json!({"reason": "stale"}))?;
+        events::emit(db, "context.compaction.aborted", &request.now, Some(&session), Some(&op_id), json!({"reason": "stale", "states": [CompactionState::Stale]}))?;
         (OperationState::Stale, settled(Status::Stale, vec![CompactionState::Stale], reason.into()))
     } else {
         let policy = op.request.policy.clone().unwrap_or_default();
@@ -1210,16 +1211,16 @@ pub fn resume(db: &mut Db, log: &SessionLog, request: ContinueRequest) -> Result
                 (state, receipt)
             }
             ProviderResponse::Unknown { reason } => {
-                events::emit(db, "context.compaction.reconciliation_required", &request.now, Some(&session), Some(&op_id), json!({"usageSettled": false}))?;
                 let mut states = states;
                 states.push(CompactionState::ReconciliationRequired);
+                events::emit(db, "context.compaction.reconciliation_required", &request.now, Some(&session), Some(&op_id), json!({"states": states, "usageSettled": false}))?;
                 let reason = format!("the provider outcome is unknown: {}", clip(&reason));
                 (OperationState::ReconciliationRequired, settled(Status::ReconciliationRequired, states, reason))
             }
             ProviderResponse::Cancelled { reason } => {
-                events::emit(db, "context.compaction.aborted", &request.now, Some(&session), Some(&op_id), json!({"reason": "cancelled"}))?;
                 let mut states = states;
                 states.push(CompactionState::Aborted);
+                events::emit(db, "context.compaction.aborted", &request.now, Some(&session), Some(&op_id), json!({"reason": "cancelled", "states": states}))?;
                 let why = reason.map_or("cancelled".to_string(), |r| format!("cancelled: {}", clip(&r)));
                 (OperationState::Aborted, settled(Status::Aborted, states, why))
             }

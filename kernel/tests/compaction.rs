@@ -323,6 +323,7 @@ fn kernel_events_carry_metrics_not_bodies() {
     let events = call(&mut store, Command::ReadKernelEvents, &json!({"schemaVersion": 1})).unwrap();
     let committed = &events["events"][0];
     assert_eq!(committed["type"], "context.compaction.committed");
+    assert_eq!(committed["data"]["states"], json!(["evaluating", "preparing", "verifying", "committing", "committed"]));
     let metrics = &committed["data"]["metrics"];
     for field in ["inputTokens", "outputTokens", "ratioPermille", "strategy", "durationMs", "degraded"] {
         assert!(!metrics[field].is_null(), "{field}");

@@ -2,7 +2,8 @@
 //! position. After each compaction the session is planned, rendered into
 //! Anthropic Messages and OpenAI Chat Completions form, and checked against
 //! each API's tool-pairing rules; pinned items, pending approvals, the last
-//! user request and system policy must come through byte for byte, and the
+//! user request, unfinished task state and system policy must come through
+//! byte for byte, and the
 //! summary may not claim more trust than its inputs. proptest prints the
 //! shrunk failing input; keep each as a named test in `compaction.rs`.
 
@@ -170,6 +171,14 @@ proptest! {
             }
             if let Some(id) = last_user {
                 verbatim(id)?;
+            }
+            // The latest state of every unfinished task comes through as it was.
+            let mut latest_task: BTreeMap<&str, &Value> = BTreeMap::new();
+            for item in items.iter().filter(|i| !i["task"].is_null()) {
+                latest_task.insert(item["task"]["taskId"].as_str().unwrap(), item);
+            }
+            for item in latest_task.values().filter(|i| ["open", "in-progress", "blocked"].contains(&i["task"]["status"].as_str().unwrap())) {
+                verbatim(item["itemId"].as_str().unwrap())?;
             }
             for p in plan["pendingToolCalls"].as_array().unwrap() {
                 prop_assert!(kept.contains_key(p["itemId"].as_str().unwrap()));

@@ -84,7 +84,10 @@ pub fn build(ops: &[Op]) -> Conv {
             }
             Op::Approval(resolved) => {
                 let op_id = format!("op{}", conv.items.len());
-                let interaction = |state: &str| json!({"kind": "approval", "operationId": op_id, "nonce": "n", "state": state, "binding": {"turnId": "t"}});
+                // Every other one is a question to the user rather than an approval.
+                let kind = if conv.items.len() % 2 == 0 { "approval" } else { "question" };
+                let interaction = |state: &str| json!({"kind": kind, "operationId": op_id, "nonce": "n", "state": state,
+                    "expiresAt": "2026-06-02T00:00:00Z", "binding": {"turnId": "t"}});
                 conv.push("message", "approve?", json!({"role": "assistant", "trust": "host", "interaction": interaction("pending")}));
                 if *resolved {
                     conv.push("message", "approved", json!({"role": "user", "interaction": interaction("resolved")}));
