@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build demo test bench clean
+.PHONY: help toolchain component build node demo test bench clean
 
 help:
 	@echo "make demo   build, then plan a long recorded session under a 32k window"
@@ -42,10 +42,17 @@ demo: build
 	@echo "== planning it under a 32k window"
 	$(CTXK) --store $(DEMO_STORE) plan --all examples/demo/plan-32k.json
 
-# The tests build `ctxk` themselves (with their own feature set), so this
-# depends on the component only: one wasmtime build, not two.
-test: component
+# Node: the component transpiled by jco, typed from wit/schemas.
+NODE := host-shims/node
+node: component
+	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
+	cd $(NODE) && npm run --silent transpile && npm run --silent types
+
+# The Rust tests build `ctxk` themselves (with their own feature set), so
+# this depends on the component only: one wasmtime build, not two.
+test: component node
 	$(CARGO) test --locked --release --workspace --all-features
+	cd $(NODE) && npm test --silent && npm run --silent typecheck
 
 bench: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md

@@ -1,0 +1,2 @@
+// CommonJS entry: `const { Kernel } = await require('ctxkernel').load();`
+export function load(): Promise<typeof import('./index.js')>;

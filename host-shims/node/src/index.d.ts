@@ -1,0 +1,150 @@
+// The Node API of ctxkernel. Envelope types are generated from wit/schemas.
+import type {
+  AppendEventsRequest,
+  AppendEventsResponse,
+  CompactContextRequest,
+  CompactContextResponse,
+  ContextPlan,
+  ContinueOperationRequest,
+  GetContentRequest,
+  InfoResponse,
+  PlanContextRequest,
+  ProviderRequest,
+  PutContentRequest,
+  PutContentResponse,
+  ReadEventsRequest,
+  ReadEventsResponse,
+  ReadKernelEventsRequest,
+  ReadKernelEventsResponse,
+  ReconcileRequest,
+  Usage,
+} from '../types/envelopes.js';
+
+export * from '../types/envelopes.js';
+
+export type ErrorCode =
+  | 'invalid-request'
+  | 'unsupported-schema'
+  | 'context-over-budget'
+  | 'degraded'
+  | 'stale'
+  | 'reconciliation-required'
+  | 'content-unavailable'
+  | 'digest-mismatch'
+  | 'scope-denied'
+  | 'partial'
+  | 'not-found'
+  | 'conflict'
+  | 'illegal-transition'
+  | 'limit-exceeded'
+  | 'storage-failure'
+  | 'internal';
+
+/** The one error every command raises. */
+export class KernelError extends Error {
+  readonly code: ErrorCode;
+  readonly detail: Record<string, unknown>;
+  constructor(code: ErrorCode, message: string, detail?: Record<string, unknown>, options?: ErrorOptions);
+}
+
+/** Throw from a provider callback when nobody knows whether the call happened. */
+export class ProviderOutcomeUnknown extends Error {}
+
+export interface Entry {
+  key: string;
+  revision: bigint;
+  value: Uint8Array;
+}
+
+/**
+ * The storage port. Keys are ASCII; `scan` returns keys after `startAfter`
+ * that start with `prefix`, in bytewise order. `put`/`remove` compare the
+ * key's revision with `expected` (undefined: unconditional, 0n: absent) and
+ * throw `StoreConflict` on a mismatch; expected failures throw `StoreError`.
+ */
+export interface Store {
+  get(key: string): Entry | undefined;
+  scan(prefix: string, startAfter: string, limit: number): Entry[];
+  put(key: string, value: Uint8Array, expected: bigint | undefined): bigint;
+  remove(key: string, expected: bigint | undefined): void;
+  begin(): void;
+  commit(): void;
+  rollback(): void;
+}
+
+export class StoreConflict extends Error {
+  readonly current: bigint;
+  constructor(current: bigint | number);
+}
+export class StoreError extends Error {}
+
+export class MemoryStore implements Store {
+  get(key: string): Entry | undefined;
+  scan(prefix: string, startAfter: string, limit: number): Entry[];
+  put(key: string, value: Uint8Array, expected: bigint | undefined): bigint;
+  remove(key: string, expected: bigint | undefined): void;
+  begin(): void;
+  commit(): void;
+  rollback(): void;
+  entries(): Entry[];
+}
+
+/** A better-sqlite3 `Database`, or any binding with its synchronous API. */
+export interface SqliteDatabase {
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  prepare(source: string): unknown;
+  exec(source: string): unknown;
+  readonly inTransaction: boolean;
+  close(): void;
+}
+
+export class SqliteStore implements Store {
+  static open(path: string): Promise<SqliteStore>;
+  constructor(db: SqliteDatabase);
+  readonly database: SqliteDatabase;
+  get(key: string): Entry | undefined;
+  scan(prefix: string, startAfter: string, limit: number): Entry[];
+  put(key: string, value: Uint8Array, expected: bigint | undefined): bigint;
+  remove(key: string, expected: bigint | undefined): void;
+  begin(): void;
+  commit(): void;
+  rollback(): void;
+  close(): void;
+}
+
+export type Command =
+  | 'info'
+  | 'plan-context'
+  | 'append-events'
+  | 'read-events'
+  | 'compact-context'
+  | 'continue-operation'
+  | 'reconcile'
+  | 'read-kernel-events';
+export const COMMANDS: readonly Command[];
+
+/** What a provider callback answers. */
+export interface ProviderAnswer {
+  text: string;
+  usage: Usage;
+}
+export type Provider = (request: ProviderRequest) => Promise<ProviderAnswer>;
+
+export class Kernel {
+  constructor(store?: Store);
+  readonly store: Store;
+  /** Any JSON command; returns the kernel's canonical JSON text. */
+  call(command: Command, request: string | object): string;
+  info(): InfoResponse;
+  planContext(request: PlanContextRequest): ContextPlan;
+  appendEvents(request: AppendEventsRequest): AppendEventsResponse;
+  readEvents(request: ReadEventsRequest): ReadEventsResponse;
+  compactContext(request: CompactContextRequest): CompactContextResponse;
+  continueOperation(request: ContinueOperationRequest): CompactContextResponse;
+  reconcile(request: ReconcileRequest): CompactContextResponse;
+  readKernelEvents(request?: ReadKernelEventsRequest): ReadKernelEventsResponse;
+  putContent(request: PutContentRequest, bytes: Uint8Array): PutContentResponse;
+  getContent(request: GetContentRequest): Uint8Array;
+  /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */
+  compact(request: CompactContextRequest, provider?: Provider, options?: { clock?: () => string }): Promise<CompactContextResponse>;
+}
