@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node demo test bench clean
+.PHONY: help toolchain component build node python demo test bench clean
 
 help:
 	@echo "make demo   build, then plan a long recorded session under a 32k window"
@@ -48,11 +48,24 @@ node: component
 	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
 	cd $(NODE) && npm run --silent transpile && npm run --silent types
 
+# Python: a virtualenv with the package installed editable, typed from wit/schemas.
+PY_ENV := build/py
+PY := $(PY_ENV)/bin/python
+PY_PKG := host-shims/python/src/ctxkernel
+python: component
+	@[ -x $(PY) ] || python3 -m venv $(PY_ENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e 'host-shims/python[test]' datamodel-code-generator==0.89.0
+	cp $(COMPONENT) $(PY_PKG)/ctxkernel.wasm
+	$(PY_ENV)/bin/datamodel-codegen --input wit/schemas --input-file-type jsonschema --output $(PY_PKG)/envelopes \
+	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
+	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
+
 # The Rust tests build `ctxk` themselves (with their own feature set), so
 # this depends on the component only: one wasmtime build, not two.
-test: component node
+test: component node python
 	$(CARGO) test --locked --release --workspace --all-features
 	cd $(NODE) && npm test --silent && npm run --silent typecheck
+	cd host-shims/python && ../../$(PY) -m pytest -q
 
 bench: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md

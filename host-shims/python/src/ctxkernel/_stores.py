@@ -1,0 +1,195 @@
+"""Stores implementing the kernel's storage port.
+
+The kernel owns every key and byte; a store keeps per-key revisions,
+compare-and-swap, bytewise key order, and one transaction per kernel call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    revision: int
+    value: bytes
+
+
+class StoreConflict(Exception):
+    """A write whose expected revision did not match; carries the current one (0: absent)."""
+
+    def __init__(self, current: int) -> None:
+        super().__init__(f"revision conflict (current {current})")
+        self.current = current
+
+
+class StoreError(Exception):
+    """A store that failed as stores do (busy, full, I/O): the kernel reports `storage-failure`."""
+
+
+class Store(Protocol):
+    """The storage port. `expected`: None writes unconditionally, 0 requires
+    the key to be absent, r requires its revision to be r."""
+
+    def get(self, key: str) -> Optional[Entry]: ...
+    def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]: ...
+    def put(self, key: str, value: bytes, expected: Optional[int]) -> int: ...
+    def remove(self, key: str, expected: Optional[int]) -> None: ...
+    def begin(self) -> None: ...
+    def commit(self) -> None: ...
+    def rollback(self) -> None: ...
+
+
+def _check(current: int, expected: Optional[int]) -> None:
+    if expected is not None and expected != current:
+        raise StoreConflict(current)
+
+
+class MemoryStore:
+    """Process memory; for tests and throwaway sessions."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[int, bytes]] = {}
+        self._undo: Optional[dict[str, Optional[tuple[int, bytes]]]] = None
+
+    def get(self, key: str) -> Optional[Entry]:
+        found = self._entries.get(key)
+        return Entry(key, found[0], found[1]) if found else None
+
+    def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]:
+        keys = sorted((k for k in self._entries if k.startswith(prefix) and k > start_after), key=str.encode)
+        return [Entry(k, *self._entries[k]) for k in keys[:limit]]
+
+    def put(self, key: str, value: bytes, expected: Optional[int]) -> int:
+        current = self._entries.get(key, (0, b""))[0]
+        _check(current, expected)
+        self._touch(key)
+        self._entries[key] = (current + 1, bytes(value))
+        return current + 1
+
+    def remove(self, key: str, expected: Optional[int]) -> None:
+        _check(self._entries.get(key, (0, b""))[0], expected)
+        self._touch(key)
+        self._entries.pop(key, None)
+
+    def begin(self) -> None:
+        if self._undo is not None:
+            raise StoreError("a transaction is already open")
+        self._undo = {}
+
+    def commit(self) -> None:
+        self._undo = None
+
+    def rollback(self) -> None:
+        for key, before in (self._undo or {}).items():
+            if before is None:
+                self._entries.pop(key, None)
+            else:
+                self._entries[key] = before
+        self._undo = None
+
+    def entries(self) -> list[Entry]:
+        """Every entry in key order (for dumps and tests)."""
+        return [Entry(k, *self._entries[k]) for k in sorted(self._entries, key=str.encode)]
+
+    def _touch(self, key: str) -> None:
+        if self._undo is not None and key not in self._undo:
+            self._undo[key] = self._entries.get(key)
+
+
+APPLICATION_ID = 0x63746B31  # "ctk1"
+LAYOUT_VERSION = 1
+
+
+class SqliteStore:
+    """The embedded default: one SQLite file with the same layout in every
+    host, so a store written here opens in Node, the JVM and `ctxk`."""
+
+    def __init__(self, path: str) -> None:
+        try:
+            db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            app = db.execute("PRAGMA application_id").fetchone()[0]
+            layout = db.execute("PRAGMA user_version").fetchone()[0]
+            tables = db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
+        except sqlite3.Error as e:
+            raise StoreError(f"cannot open {path}: {e}") from e
+        if app != APPLICATION_ID and (app != 0 or tables != 0):
+            db.close()
+            raise StoreError(f"this SQLite file is not a ctxkernel store (application_id {app:#x})")
+        if layout > LAYOUT_VERSION:
+            db.close()
+            raise StoreError(f"this store has layout {layout}; this host reads layout {LAYOUT_VERSION}")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        if app == 0:
+            db.executescript(
+                f"""BEGIN IMMEDIATE;
+                CREATE TABLE IF NOT EXISTS ctxk_entries (
+                  key TEXT PRIMARY KEY NOT NULL,
+                  revision INTEGER NOT NULL,
+                  value BLOB NOT NULL
+                ) WITHOUT ROWID;
+                PRAGMA application_id = {APPLICATION_ID};
+                PRAGMA user_version = {LAYOUT_VERSION};
+                COMMIT;"""
+            )
+        self._db = db
+
+    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+        try:
+            return self._db.execute(sql, params)
+        except sqlite3.Error as e:
+            raise StoreError(str(e)) from e
+
+    def _revision(self, key: str) -> int:
+        row = self._run("SELECT revision FROM ctxk_entries WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else 0
+
+    def get(self, key: str) -> Optional[Entry]:
+        row = self._run("SELECT revision, value FROM ctxk_entries WHERE key = ?", (key,)).fetchone()
+        return Entry(key, row[0], bytes(row[1])) if row else None
+
+    def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]:
+        rows = self._run(
+            "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?",
+            (prefix, start_after, _prefix_end(prefix), limit),
+        ).fetchall()
+        return [Entry(k, r, bytes(v)) for (k, r, v) in rows if k.startswith(prefix)]
+
+    def put(self, key: str, value: bytes, expected: Optional[int]) -> int:
+        current = self._revision(key)
+        _check(current, expected)
+        self._run(
+            "INSERT INTO ctxk_entries (key, revision, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value",
+            (key, current + 1, bytes(value)),
+        )
+        return current + 1
+
+    def remove(self, key: str, expected: Optional[int]) -> None:
+        _check(self._revision(key), expected)
+        self._run("DELETE FROM ctxk_entries WHERE key = ?", (key,))
+
+    def begin(self) -> None:
+        self._run("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self._run("COMMIT")
+
+    def rollback(self) -> None:
+        if self._db.in_transaction:
+            self._run("ROLLBACK")
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _prefix_end(prefix: str) -> str:
+    """The smallest ASCII string above every key starting with `prefix`."""
+    for i in range(len(prefix) - 1, -1, -1):
+        if ord(prefix[i]) < 0x7F:
+            return prefix[:i] + chr(ord(prefix[i]) + 1)
+    return "\x7f"

@@ -1,0 +1,133 @@
+import asyncio
+import json
+
+import pytest
+
+from conftest import NOW, PLAN, append_request, compact_request
+from ctxkernel import COMMANDS, Kernel, KernelError, MemoryStore, ProviderOutcomeUnknown
+
+
+def dump(store):
+    return [(e.key, e.revision, e.value) for e in store.entries()]
+
+
+def test_every_command_answers_through_the_component():
+    kernel = Kernel(MemoryStore())
+    assert [c for c in kernel.info()["commands"] if c in COMMANDS] == list(COMMANDS)
+    assert kernel.append_events(append_request(0, 120))["head"]["seq"] == 120
+    assert kernel.read_events({"schemaVersion": 1, "sessionId": "s1", "afterSeq": 100, "limit": 5})["events"][0]["seq"] == 101
+    plan = kernel.plan_context(PLAN)
+    assert plan["binding"]["sessionHead"]["seq"] == 120 and plan["dropped"] and plan["context"]
+    compacted = kernel.compact_context(compact_request("local"))
+    assert compacted["states"] == ["evaluating", "preparing", "verifying", "committing", "committed"]
+    assert kernel.read_kernel_events()["events"][0]["type"] == "context.compaction.committed"
+    put = kernel.put_content({"schemaVersion": 1, "allowedSinks": ["model:*"], "sensitivity": "internal", "now": NOW}, b"output")
+    assert kernel.get_content({"schemaVersion": 1, "objectId": put["contentRef"]["objectId"], "sink": "model:x"}) == b"output"
+    assert json.loads(kernel.call("info", '{"schemaVersion":1}'))["kernel"]["name"] == "ctxkernel"
+
+
+def test_bad_input_is_a_typed_error_and_leaves_the_store_unchanged():
+    store = MemoryStore()
+    kernel = Kernel(store)
+    kernel.append_events(append_request(0, 3))
+    before = dump(store)
+    cases = [
+        ("plan-context", '{"schemaVersion": 1,', "invalid-request"),
+        ("plan-context", {**PLAN, "model": {**PLAN["model"], "window": -1}}, "invalid-request"),
+        ("plan-context", {**PLAN, "schemaVersion": 2}, "unsupported-schema"),
+        ("append-events", append_request(0, 1), "stale"),
+        ("continue-operation", {"schemaVersion": 1, "operationId": "op-nope", "now": NOW, "response": {"outcome": "cancelled"}}, "not-found"),
+        ("no-such-command", "{}", "invalid-request"),
+    ]
+    for command, request, code in cases:
+        with pytest.raises(KernelError) as raised:
+            kernel.call(command, request)
+        assert raised.value.code == code, command
+    with pytest.raises(KernelError) as raised:
+        kernel.get_content({"schemaVersion": 1, "objectId": "0" * 64, "sink": "x"})
+    assert raised.value.code == "content-unavailable"
+    with pytest.raises(KernelError) as raised:
+        kernel.append_events(append_request(0, 1))
+    assert raised.value.detail["currentHead"]["seq"] == 3
+    assert dump(store) == before
+
+
+def test_a_host_exception_mid_call_rolls_back_and_the_next_call_works():
+    store = MemoryStore()
+    kernel = Kernel(store)
+    kernel.append_events(append_request(0, 1))
+    before = dump(store)
+    put = store.put
+    calls = {"n": 0}
+
+    def exploding(*args):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("the host blew up")
+        return put(*args)
+
+    store.put = exploding
+    with pytest.raises(RuntimeError):
+        kernel.append_events(append_request(1, 4))
+    assert dump(store) == before, "the two puts before the exception were rolled back"
+    store.put = put
+    assert kernel.append_events(append_request(1, 4))["head"]["seq"] == 5
+
+
+def test_a_failing_store_is_a_storage_failure():
+    from ctxkernel import StoreError
+
+    store = MemoryStore()
+    kernel = Kernel(store)
+    kernel.append_events(append_request(0, 1))
+    before = dump(store)
+    get = store.get
+    store.get = lambda key: (_ for _ in ()).throw(StoreError("database is locked"))
+    with pytest.raises(KernelError) as raised:
+        kernel.plan_context(PLAN)
+    assert raised.value.code == "storage-failure"
+    store.get = get
+    assert dump(store) == before
+    assert kernel.plan_context(PLAN)["binding"]["sessionHead"]["seq"] == 1
+
+
+def test_provider_callables_drive_compaction(seeded):
+    asked = {}
+
+    def summarize(request):
+        asked.update(request)
+        return {"text": "A long session about words.", "usage": {"inputTokens": 100, "outputTokens": 7}}
+
+    clock = lambda: NOW  # noqa: E731
+    assert seeded().compact(compact_request("provider"), summarize, clock)["status"] == "committed"
+    assert asked["model"] == "summarizer" and asked["messages"][0]["role"] == "system"
+
+    def failing(_):
+        raise ConnectionError("HTTP 503")
+
+    assert seeded().compact(compact_request("provider"), failing, clock)["status"] == "degraded"
+
+    async def lost(_):
+        raise ProviderOutcomeUnknown("socket closed after send")
+
+    kernel = seeded()
+    unknown = asyncio.run(kernel.compact_async(compact_request("provider"), lost, clock))
+    assert unknown["status"] == "reconciliation-required"
+    retry = kernel.reconcile({"schemaVersion": 1, "operationId": unknown["operationId"], "now": NOW, "resolution": "retry"})
+    assert retry["status"] == "awaiting-provider" and retry["operationId"] != unknown["operationId"]
+
+    async def answer(_):
+        return {"text": "async summary", "usage": {"inputTokens": 1, "outputTokens": 1}}
+
+    assert asyncio.run(seeded().compact_async(compact_request("provider"), answer, clock))["status"] == "committed"
+
+
+def test_generated_types_describe_the_real_responses(seeded):
+    from ctxkernel.envelopes import context_plan_schema, compact_context_response_schema
+
+    plan = seeded().plan_context(PLAN)
+    keys = context_plan_schema.ContextPlan.__required_keys__ | context_plan_schema.ContextPlan.__optional_keys__
+    assert context_plan_schema.ContextPlan.__required_keys__ <= set(plan) <= keys
+    receipt = seeded().compact_context(compact_request("local"))
+    response = compact_context_response_schema.CompactContextResponse
+    assert response.__required_keys__ <= set(receipt) <= response.__required_keys__ | response.__optional_keys__
