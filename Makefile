@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python demo test bench clean
+.PHONY: help toolchain component build node python jvm demo test bench clean
 
 help:
 	@echo "make demo   build, then plan a long recorded session under a 32k window"
@@ -60,12 +60,23 @@ python: component
 	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
 	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
 
+# JVM: the component's core module run by Chicory's compiler. jco extracted the
+# same module independently; its digest lets the JVM tests check they run it.
+JVM := host-shims/jvm
+MVN := mvn -q -B --no-transfer-progress
+jvm: component node
+	sha256sum $(NODE)/gen/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
+	@mkdir -p $(JVM)/src/main/resources
+	cp $(COMPONENT) $(JVM)/src/main/resources/ctxkernel.wasm
+	cd $(JVM) && $(MVN) -DskipTests install
+
 # The Rust tests build `ctxk` themselves (with their own feature set), so
 # this depends on the component only: one wasmtime build, not two.
-test: component node python
+test: component node python jvm
 	$(CARGO) test --locked --release --workspace --all-features
 	cd $(NODE) && npm test --silent && npm run --silent typecheck
 	cd host-shims/python && ../../$(PY) -m pytest -q
+	cd $(JVM) && $(MVN) test
 
 bench: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md

@@ -1,0 +1,235 @@
+package dev.ctxkernel;
+
+import com.dylibso.chicory.compiler.MachineFactoryCompiler;
+import com.dylibso.chicory.runtime.Instance;
+import com.dylibso.chicory.runtime.Machine;
+import com.dylibso.chicory.wasm.ChicoryException;
+import com.dylibso.chicory.wasm.Parser;
+import com.dylibso.chicory.wasm.WasmModule;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+import java.util.function.Supplier;
+
+/**
+ * One kernel instance over one store: the component's core module, compiled
+ * to JVM bytecode by Chicory. Every command runs inside one store
+ * transaction: committed when the kernel answers, rolled back when it answers
+ * an error, traps, or the store throws.
+ */
+public final class Kernel {
+    /** The kernel's JSON commands, as named in the WIT. */
+    public static final List<String> COMMANDS = List.of(
+            "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
+            "reconcile", "read-kernel-events");
+    private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
+    static final ObjectMapper JSON = new ObjectMapper().disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+
+    private record Runtime(byte[] core, WasmModule module, Function<Instance, Machine> machines) {}
+
+    private static Runtime runtime;
+
+    private final Store store;
+    private Instance instance;
+    private CanonicalAbi abi;
+
+    public Kernel(Store store) {
+        this.store = store;
+    }
+
+    public Kernel() {
+        this(new MemoryStore());
+    }
+
+    public Store store() {
+        return store;
+    }
+
+    /** The core module this host runs, taken from the packaged component; parsed and compiled once. */
+    private static synchronized Runtime runtime() {
+        if (runtime == null) {
+            try (InputStream in = Kernel.class.getResourceAsStream("/ctxkernel.wasm")) {
+                if (in == null) {
+                    throw new IllegalStateException("ctxkernel.wasm is not on the classpath (run `make jvm`)");
+                }
+                byte[] core = ComponentBinary.coreModule(ComponentBinary.readAll(in));
+                WasmModule module = Parser.parse(core);
+                runtime = new Runtime(core, module, MachineFactoryCompiler.compile(module));
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
+        return runtime;
+    }
+
+    /** The core module the kernel runs (for checking it against the component). */
+    public static byte[] coreModule() {
+        return runtime().core().clone();
+    }
+
+    private Instance instance() {
+        if (instance == null) {
+            Runtime rt = runtime();
+            instance = Instance.builder(rt.module())
+                    .withImportValues(Imports.of(store, inst -> abi))
+                    .withMachineFactory(rt.machines())
+                    .build();
+            abi = new CanonicalAbi(instance);
+        }
+        return instance;
+    }
+
+    private byte[] transact(String command, byte[]... args) {
+        Instance inst = instance();
+        try {
+            store.begin();
+        } catch (Store.StoreException e) {
+            throw new KernelException(ErrorCode.STORAGE_FAILURE, "cannot begin a transaction: " + e.getMessage(), JSON.createObjectNode(), e);
+        }
+        CanonicalAbi.Result result;
+        try {
+            long[] params = new long[2 * args.length];
+            for (int i = 0; i < args.length; i++) {
+                int[] lowered = abi.lower(args[i]);
+                params[2 * i] = lowered[0];
+                params[2 * i + 1] = lowered[1];
+            }
+            int ret = (int) inst.export(INTERFACE + command).apply(params)[0];
+            result = abi.readResult(ret);
+            inst.export("cabi_post_" + INTERFACE + command).apply(ret);
+        } catch (RuntimeException e) {
+            // A trap or a host exception: roll back, and give the next call a fresh instance.
+            rollback();
+            instance = null;
+            if (e instanceof ChicoryException) {
+                throw new KernelException(ErrorCode.INTERNAL, "the kernel trapped; nothing was written: " + e.getMessage(), JSON.createObjectNode(), e);
+            }
+            throw e;
+        }
+        if (result.err() != null) {
+            rollback();
+            throw result.err();
+        }
+        try {
+            store.commit();
+        } catch (Store.StoreException e) {
+            rollback();
+            throw new KernelException(ErrorCode.STORAGE_FAILURE, "commit failed: " + e.getMessage(), JSON.createObjectNode(), e);
+        }
+        return result.ok();
+    }
+
+    private void rollback() {
+        try {
+            store.rollback();
+        } catch (Store.StoreException ignored) {
+            // The transaction is gone either way.
+        }
+    }
+
+    /** Runs one JSON command; returns the kernel's canonical JSON text. */
+    public String call(String command, String request) {
+        if (!COMMANDS.contains(command)) {
+            throw new KernelException(ErrorCode.INVALID_REQUEST, "no command `" + command + "`", JSON.createObjectNode(), null);
+        }
+        return new String(transact(command, request.getBytes(StandardCharsets.UTF_8)), StandardCharsets.UTF_8);
+    }
+
+    /** Runs one command with a request object (a map, record or JSON tree) and parses the answer. */
+    public <T> T call(String command, Object request, Class<T> type) {
+        try {
+            String text = request instanceof String s ? s : JSON.writeValueAsString(request);
+            return JSON.readValue(call(command, text), type);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    public Envelopes.InfoResponse info() {
+        return call("info", Map.of("schemaVersion", 1), Envelopes.InfoResponse.class);
+    }
+
+    public Envelopes.ContextPlan planContext(Object request) {
+        return call("plan-context", request, Envelopes.ContextPlan.class);
+    }
+
+    public Envelopes.AppendEventsResponse appendEvents(Object request) {
+        return call("append-events", request, Envelopes.AppendEventsResponse.class);
+    }
+
+    public Envelopes.ReadEventsResponse readEvents(Object request) {
+        return call("read-events", request, Envelopes.ReadEventsResponse.class);
+    }
+
+    public Envelopes.CompactResponse compactContext(Object request) {
+        return call("compact-context", request, Envelopes.CompactResponse.class);
+    }
+
+    public Envelopes.CompactResponse continueOperation(Object request) {
+        return call("continue-operation", request, Envelopes.CompactResponse.class);
+    }
+
+    public Envelopes.CompactResponse reconcile(Object request) {
+        return call("reconcile", request, Envelopes.CompactResponse.class);
+    }
+
+    public Envelopes.KernelEvents readKernelEvents(Object request) {
+        return call("read-kernel-events", request, Envelopes.KernelEvents.class);
+    }
+
+    /** Stores {@code content} by its sha256. */
+    public Envelopes.PutContentResponse putContent(Object request, byte[] content) {
+        try {
+            byte[] json = JSON.writeValueAsBytes(request);
+            return JSON.readValue(transact("put-content", json, content), Envelopes.PutContentResponse.class);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The stored bytes, verified against their digest by the kernel. */
+    public byte[] getContent(Object request) {
+        try {
+            return transact("get-content", JSON.writeValueAsBytes(request));
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Compacts, asking {@code provider} whenever the kernel waits for a summary. */
+    public Envelopes.CompactResponse compact(Object request, Provider provider, Supplier<String> clock) {
+        Envelopes.CompactResponse receipt = compactContext(request);
+        while ("awaiting-provider".equals(receipt.status()) && provider != null) {
+            ObjectNode response = JSON.createObjectNode();
+            try {
+                Provider.Answer answer = provider.summarize(receipt.providerRequest());
+                response.put("outcome", "success").put("text", answer.text());
+                response.putObject("usage").put("inputTokens", answer.inputTokens()).put("outputTokens", answer.outputTokens());
+            } catch (Provider.OutcomeUnknown e) {
+                response.put("outcome", "unknown").put("reason", String.valueOf(e.getMessage()));
+            } catch (Provider.Cancelled e) {
+                response.put("outcome", "cancelled").put("reason", String.valueOf(e.getMessage()));
+            } catch (Exception e) {
+                response.put("outcome", "failed").put("error", String.valueOf(e.getMessage()));
+            }
+            ObjectNode next = JSON.createObjectNode().put("schemaVersion", 1).put("operationId", receipt.operationId())
+                    .put("now", clock.get());
+            next.set("response", response);
+            receipt = continueOperation(next);
+        }
+        return receipt;
+    }
+
+    /** {@link #compact(Object, Provider, Supplier)} on the wall clock. */
+    public Envelopes.CompactResponse compact(Object request, Provider provider) {
+        return compact(request, provider, () -> Instant.now().toString());
+    }
+}

@@ -1,0 +1,201 @@
+package dev.ctxkernel;
+
+import static dev.ctxkernel.Fixtures.NOW;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.dylibso.chicory.wasm.ChicoryException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+class KernelTest {
+    @Test
+    void theModuleItRunsIsTheOneInTheComponent() throws Exception {
+        // jco extracted the same module independently when it transpiled the component.
+        Path expected = Path.of("../../build/ctxkernel.core.sha256");
+        assertTrue(Files.exists(expected), "run `make jvm`: it records the digest of jco's core module");
+        assertEquals(Files.readString(expected).trim(), ComponentBinary.sha256(Kernel.coreModule()));
+        byte[] component = Files.readAllBytes(Path.of("../../build/ctxkernel.wasm"));
+        assertArrayEquals(ComponentBinary.coreModule(component), Kernel.coreModule());
+    }
+
+    @Test
+    void everyCommandAnswersThroughTheModule() {
+        Kernel kernel = new Kernel(new MemoryStore());
+        assertTrue(kernel.info().commands().containsAll(Kernel.COMMANDS));
+        assertEquals(120, kernel.appendEvents(Fixtures.append(0, 120)).head().seq());
+        var events = kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1", "afterSeq", 100, "limit", 5));
+        assertEquals(101, events.events().get(0).get("seq").asLong());
+        var plan = kernel.planContext(Fixtures.PLAN);
+        assertEquals(120, plan.binding().sessionHead().seq());
+        assertTrue(!plan.context().isEmpty() && !plan.dropped().isEmpty());
+        var compacted = kernel.compactContext(Fixtures.compact("local"));
+        assertEquals(List.of("evaluating", "preparing", "verifying", "committing", "committed"), compacted.states());
+        var kernelEvents = kernel.readKernelEvents(Map.of("schemaVersion", 1));
+        assertEquals("context.compaction.committed", kernelEvents.events().get(0).get("type").asText());
+        byte[] bytes = "externalized output".getBytes(StandardCharsets.UTF_8);
+        var put = kernel.putContent(Map.of("schemaVersion", 1, "allowedSinks", List.of("model:*"), "sensitivity", "internal", "now", NOW), bytes);
+        String object = put.contentRef().get("objectId").asText();
+        assertArrayEquals(bytes, kernel.getContent(Map.of("schemaVersion", 1, "objectId", object, "sink", "model:x")));
+        assertTrue(kernel.call("info", "{\"schemaVersion\":1}").contains("\"ctxkernel\""));
+    }
+
+    @Test
+    void theRecordsDescribeTheRealResponses() throws Exception {
+        ObjectMapper strict = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+        Kernel kernel = new Kernel(new MemoryStore());
+        strict.readValue(kernel.call("append-events", Kernel.JSON.writeValueAsString(Fixtures.append(0, 120))), Envelopes.AppendEventsResponse.class);
+        strict.readValue(kernel.call("plan-context", Kernel.JSON.writeValueAsString(Fixtures.PLAN)), Envelopes.ContextPlan.class);
+        strict.readValue(kernel.call("compact-context", Kernel.JSON.writeValueAsString(Fixtures.compact("provider"))), Envelopes.CompactResponse.class);
+        strict.readValue(kernel.call("info", "{\"schemaVersion\":1}"), Envelopes.InfoResponse.class);
+    }
+
+    @Test
+    void badInputIsATypedErrorAndLeavesTheStoreUnchanged() {
+        MemoryStore store = new MemoryStore();
+        Kernel kernel = new Kernel(store);
+        kernel.appendEvents(Fixtures.append(0, 3));
+        String before = store.dump();
+        record Case(String command, String request, ErrorCode code) {}
+        List<Case> cases = List.of(
+                new Case("plan-context", "{\"schemaVersion\": 1,", ErrorCode.INVALID_REQUEST),
+                new Case("plan-context", "{\"schemaVersion\":1,\"now\":\"" + NOW + "\",\"sink\":\"m\",\"model\":{\"profile\":\"m\",\"window\":-1,\"reservedOutput\":0,\"safetyMargin\":0}}", ErrorCode.INVALID_REQUEST),
+                new Case("plan-context", "{\"schemaVersion\": 2}", ErrorCode.UNSUPPORTED_SCHEMA),
+                new Case("continue-operation", "{\"schemaVersion\":1,\"operationId\":\"op-nope\",\"now\":\"" + NOW + "\",\"response\":{\"outcome\":\"cancelled\"}}", ErrorCode.NOT_FOUND),
+                new Case("no-such-command", "{}", ErrorCode.INVALID_REQUEST));
+        for (Case c : cases) {
+            KernelException e = assertThrows(KernelException.class, () -> kernel.call(c.command(), c.request()));
+            assertEquals(c.code(), e.code(), c.command());
+        }
+        KernelException stale = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(0, 1)));
+        assertEquals(ErrorCode.STALE, stale.code());
+        assertEquals(3, stale.detail().get("currentHead").get("seq").asLong());
+        KernelException missing = assertThrows(KernelException.class,
+                () -> kernel.getContent(Map.of("schemaVersion", 1, "objectId", "0".repeat(64), "sink", "x")));
+        assertEquals(ErrorCode.CONTENT_UNAVAILABLE, missing.code());
+        assertEquals(before, store.dump());
+    }
+
+    /** A memory store that fails on command. */
+    static final class Faulty implements Store {
+        final MemoryStore inner = new MemoryStore();
+        int puts;
+        int failAt = -1;
+        RuntimeException failure;
+        boolean storeFailure;
+
+        public Entry get(String key) throws StoreException {
+            if (storeFailure) {
+                throw new StoreException("database is locked");
+            }
+            return inner.get(key);
+        }
+
+        public List<Entry> scan(String prefix, String startAfter, int limit) {
+            return inner.scan(prefix, startAfter, limit);
+        }
+
+        public long put(String key, byte[] value, Long expected) throws StoreConflict {
+            if (++puts == failAt) {
+                throw failure;
+            }
+            return inner.put(key, value, expected);
+        }
+
+        public void remove(String key, Long expected) throws StoreConflict {
+            inner.remove(key, expected);
+        }
+
+        public void begin() throws StoreException {
+            inner.begin();
+        }
+
+        public void commit() {
+            inner.commit();
+        }
+
+        public void rollback() {
+            inner.rollback();
+        }
+    }
+
+    @Test
+    void aHostExceptionMidCallRollsBackAndTheNextCallWorks() {
+        Faulty store = new Faulty();
+        Kernel kernel = new Kernel(store);
+        kernel.appendEvents(Fixtures.append(0, 1));
+        String before = store.inner.dump();
+        store.failAt = store.puts + 3;
+        store.failure = new IllegalStateException("the host blew up");
+        RuntimeException thrown = assertThrows(RuntimeException.class, () -> kernel.appendEvents(Fixtures.append(1, 4)));
+        assertTrue(thrown.getMessage().contains("the host blew up") || (thrown.getCause() != null && thrown.getCause().getMessage().contains("the host blew up")), thrown.toString());
+        assertEquals(before, store.inner.dump(), "the two puts before the exception were rolled back");
+        assertEquals(5, kernel.appendEvents(Fixtures.append(1, 4)).head().seq(), "a fresh instance continues");
+    }
+
+    @Test
+    void aTrapMidCallRollsBackAsInternal() {
+        Faulty store = new Faulty();
+        Kernel kernel = new Kernel(store);
+        kernel.appendEvents(Fixtures.append(0, 1));
+        String before = store.inner.dump();
+        store.failAt = store.puts + 2;
+        store.failure = new ChicoryException("trapped: out of bounds memory access");
+        KernelException e = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(1, 4)));
+        assertEquals(ErrorCode.INTERNAL, e.code());
+        assertEquals(before, store.inner.dump());
+        assertEquals(5, kernel.appendEvents(Fixtures.append(1, 4)).head().seq());
+    }
+
+    @Test
+    void aFailingStoreIsAStorageFailure() {
+        Faulty store = new Faulty();
+        Kernel kernel = new Kernel(store);
+        kernel.appendEvents(Fixtures.append(0, 1));
+        store.storeFailure = true;
+        assertEquals(ErrorCode.STORAGE_FAILURE, assertThrows(KernelException.class, () -> kernel.planContext(Fixtures.PLAN)).code());
+        store.storeFailure = false;
+        assertEquals(1, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq());
+    }
+
+    private static Kernel seeded() {
+        Kernel kernel = new Kernel(new MemoryStore());
+        kernel.appendEvents(Fixtures.append(0, 120));
+        return kernel;
+    }
+
+    @Test
+    void providerCallbacksDriveCompaction() {
+        var asked = new Envelopes.ProviderRequest[1];
+        var done = seeded().compact(Fixtures.compact("provider"), request -> {
+            asked[0] = request;
+            return new Provider.Answer("A long session about words.", 100, 7);
+        }, () -> NOW);
+        assertEquals("committed", done.status());
+        assertEquals("summarizer", asked[0].model());
+        assertEquals("system", asked[0].messages().get(0).role());
+
+        var degraded = seeded().compact(Fixtures.compact("provider"), request -> {
+            throw new java.io.IOException("HTTP 503");
+        }, () -> NOW);
+        assertEquals("degraded", degraded.status());
+
+        Kernel kernel = seeded();
+        var unknown = kernel.compact(Fixtures.compact("provider"), request -> {
+            throw new Provider.OutcomeUnknown("socket closed after send");
+        }, () -> NOW);
+        assertEquals("reconciliation-required", unknown.status());
+        var retry = kernel.reconcile(Map.of("schemaVersion", 1, "operationId", unknown.operationId(), "now", NOW, "resolution", "retry"));
+        assertEquals("awaiting-provider", retry.status());
+        assertNotEquals(unknown.operationId(), retry.operationId());
+    }
+}

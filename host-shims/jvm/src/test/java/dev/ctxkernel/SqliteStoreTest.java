@@ -1,0 +1,71 @@
+package dev.ctxkernel;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.DriverManager;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+class SqliteStoreTest {
+    /** Appends one event from another JVM; prints the answer; exits 3 on a kernel error. */
+    public static void main(String[] args) throws Exception {
+        long from = Long.parseLong(args[1]);
+        var item = new java.util.LinkedHashMap<>(Fixtures.item(from + 1, "user", "from another process"));
+        item.put("itemId", "child-" + ProcessHandle.current().pid());
+        var request = Map.of("schemaVersion", 1, "sessionId", "s1", "expectedHead", Map.of("seq", from),
+                "items", java.util.List.of(item), "now", Fixtures.NOW);
+        try (SqliteStore store = new SqliteStore(args[0])) {
+            System.out.print(new Kernel(store).call("append-events", Kernel.JSON.writeValueAsString(request)));
+        } catch (KernelException e) {
+            System.out.print(Kernel.JSON.createObjectNode().put("code", e.code().wireName()).set("detail", e.detail()));
+            System.exit(3);
+        }
+    }
+
+    private static Process child(Path store, long from) throws Exception {
+        String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        return new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), SqliteStoreTest.class.getName(), store.toString(), String.valueOf(from))
+                .redirectError(ProcessBuilder.Redirect.INHERIT)
+                .start();
+    }
+
+    @Test
+    void twoProcessesShareOneStoreFile(@TempDir Path dir) throws Exception {
+        Path path = dir.resolve("store.sqlite");
+        try (SqliteStore store = new SqliteStore(path.toString())) {
+            Kernel kernel = new Kernel(store);
+            kernel.appendEvents(Fixtures.append(0, 2));
+            Process first = child(path, 2);
+            JsonNode won = Kernel.JSON.readTree(first.getInputStream().readAllBytes());
+            assertEquals(0, first.waitFor());
+            assertEquals(3, won.get("head").get("seq").asLong());
+            assertEquals(3, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq(), "this process sees the other's write");
+            Process second = child(path, 2);
+            JsonNode lost = Kernel.JSON.readTree(second.getInputStream().readAllBytes());
+            assertEquals(3, second.waitFor());
+            assertEquals("stale", lost.get("code").asText());
+            assertEquals(3, lost.get("detail").get("currentHead").get("seq").asLong());
+            assertEquals(3, kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1")).events().size());
+            assertEquals(2, kernel.info().store().revision());
+        }
+    }
+
+    @Test
+    void foreignFilesAreRefused(@TempDir Path dir) throws Exception {
+        Path other = dir.resolve("other.sqlite");
+        try (var c = DriverManager.getConnection("jdbc:sqlite:" + other)) {
+            c.createStatement().execute("CREATE TABLE invoices (id INTEGER)");
+        }
+        var e = assertThrows(Store.StoreException.class, () -> new SqliteStore(other.toString()));
+        assertTrue(e.getMessage().contains("not a ctxkernel store"));
+        Path garbage = dir.resolve("garbage.sqlite");
+        Files.write(garbage, "x".repeat(8192).getBytes());
+        assertThrows(Store.StoreException.class, () -> new SqliteStore(garbage.toString()));
+    }
+}
