@@ -12,12 +12,13 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm demo test bench clean
+.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test bench clean
 
 help:
 	@echo "make demo   build, then plan a long recorded session under a 32k window"
 	@echo "make test   build, then run every test"
 	@echo "make bench  run the benchmarks and rewrite docs/BENCHMARKS.md"
+	@echo "make parity run every parity fixture on every host and compare"
 
 toolchain:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 \
@@ -68,7 +69,34 @@ jvm: component node
 	sha256sum $(NODE)/gen/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
 	@mkdir -p $(JVM)/src/main/resources
 	cp $(COMPONENT) $(JVM)/src/main/resources/ctxkernel.wasm
-	cd $(JVM) && $(MVN) -DskipTests install
+	cd $(JVM) && $(MVN) -DskipTests install && $(MVN) dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+
+# Parity: every fixture on every host, compared byte for byte (and with the goldens).
+PARITY_RUNS := build/parity
+FIXTURES := tests/parity/fixtures/*.json
+JAVA_CP = $(JVM)/target/classes:$$(cat $(JVM)/target/classpath.txt)
+parity: build node python jvm
+	$(MAKE) --no-print-directory parity-check
+
+parity-bless: build node python jvm
+	$(MAKE) --no-print-directory parity-runs
+	python3 tests/parity/compare.py --runs $(PARITY_RUNS) --hosts rust,node,python,jvm --bless
+
+# These two expect every host built (`make parity`, or `make test` after `cargo test`).
+parity-check: parity-runs
+	python3 tests/parity/compare.py --runs $(PARITY_RUNS) --hosts rust,node,python,jvm
+
+parity-runs:
+	@rm -rf $(PARITY_RUNS)
+	$(CTXK) parity --out $(PARITY_RUNS)/rust $(FIXTURES)
+	node $(NODE)/scripts/parity.js --out $(PARITY_RUNS)/node $(FIXTURES)
+	$(PY) -m ctxkernel.parity --out $(PARITY_RUNS)/python $(FIXTURES)
+	java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(PARITY_RUNS)/jvm $(FIXTURES)
+	@# Each host opens the store files the previous host wrote.
+	$(CTXK) parity --out $(PARITY_RUNS)/rust --read $(PARITY_RUNS)/jvm $(FIXTURES)
+	node $(NODE)/scripts/parity.js --out $(PARITY_RUNS)/node --read $(PARITY_RUNS)/rust $(FIXTURES)
+	$(PY) -m ctxkernel.parity --out $(PARITY_RUNS)/python --read $(PARITY_RUNS)/node $(FIXTURES)
+	java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(PARITY_RUNS)/jvm --read $(PARITY_RUNS)/python $(FIXTURES)
 
 # The Rust tests build `ctxk` themselves (with their own feature set), so
 # this depends on the component only: one wasmtime build, not two.
@@ -77,6 +105,8 @@ test: component node python jvm
 	cd $(NODE) && npm test --silent && npm run --silent typecheck
 	cd host-shims/python && ../../$(PY) -m pytest -q
 	cd $(JVM) && $(MVN) test
+	@# `cargo test` built ctxk; reuse it rather than building wasmtime again.
+	$(MAKE) --no-print-directory parity-check
 
 bench: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md

@@ -319,7 +319,15 @@ pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
         check_version("the request", version)?;
     }
     let path = error.path().to_string();
-    Err(KernelError::invalid(format!("at `{path}`: {}", error.inner())).with_detail(json!({"path": path})))
+    Err(KernelError::invalid(format!("at `{path}`: {}", without_position(error.inner()))).with_detail(json!({"path": path})))
+}
+
+/// serde's message without " at line L column C": where a value sits in the
+/// text depends on how a host serialized it; its path does not.
+fn without_position(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    text.strip_suffix(&suffix).map_or(text.clone(), str::to_string)
 }
 
 /// The first `schemaVersion` that is not ours, in the envelope or its items.

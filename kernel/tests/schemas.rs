@@ -124,6 +124,22 @@ fn wire_messages_conform_to_their_schemas() {
 }
 
 #[test]
+fn parity_fixtures_follow_their_documented_format() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/parity");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("fixture.schema.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut count = 0;
+    for entry in std::fs::read_dir(dir.join("fixtures")).unwrap() {
+        let path = entry.unwrap().path();
+        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let errors: Vec<String> = validator.iter_errors(&fixture).map(|e| format!("{e} at {}", e.instance_path)).take(3).collect();
+        assert!(errors.is_empty(), "{}: {errors:#?}", path.display());
+        count += 1;
+    }
+    assert!(count >= 30, "only {count} fixtures");
+}
+
+#[test]
 fn schemas_reject_what_the_kernel_rejects() {
     let mut conv = Conv::new();
     conv.user("hello");

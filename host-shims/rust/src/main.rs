@@ -1,5 +1,6 @@
 //! `ctxk`: the ctxkernel command line, over an embedded SQLite store.
 
+mod parity;
 mod report;
 
 use anyhow::Context as _;
@@ -82,6 +83,16 @@ enum Command {
     },
     /// Run any kernel command with a raw JSON request; prints raw JSON.
     Call { command: String, file: Option<PathBuf> },
+    /// Run parity fixtures (tests/parity) into transcripts and store dumps.
+    #[command(hide = true)]
+    Parity {
+        #[arg(long)]
+        out: PathBuf,
+        /// Read the store files another host wrote here instead of running.
+        #[arg(long)]
+        read: Option<PathBuf>,
+        fixtures: Vec<PathBuf>,
+    },
 }
 
 fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
@@ -115,6 +126,9 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn run(cli: &Cli) -> Result<(), Failure> {
+    if let Command::Parity { out, read, fixtures } = &cli.command {
+        return Ok(parity::run(fixtures, out, read.as_deref())?);
+    }
     let store = SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?;
     let mut kernel = Kernel::new(store)?;
     match &cli.command {
@@ -155,7 +169,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             ("read-kernel-events", json!({"schemaVersion": 1, "afterSeq": after, "limit": limit}).to_string())
         }
         Command::Call { command, file } => (command.as_str(), read_request(file.as_ref())?),
-        Command::PutContent { .. } | Command::GetContent { .. } => unreachable!("handled above"),
+        Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. } => unreachable!("handled above"),
     };
     let response = kernel.call(command, &request)?;
     if cli.json || matches!(cli.command, Command::Call { .. }) {
@@ -170,7 +184,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Events { .. } => report::events(&value),
         Command::Compact { .. } | Command::Continue { .. } | Command::Reconcile { .. } => report::compaction(&value),
         Command::KernelEvents { .. } => report::kernel_events(&value),
-        Command::Call { .. } | Command::PutContent { .. } | Command::GetContent { .. } => unreachable!("printed raw above"),
+        Command::Call { .. } | Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. } => {
+            unreachable!("handled above")
+        }
     };
     print!("{text}");
     Ok(())

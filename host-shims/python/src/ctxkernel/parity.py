@@ -1,0 +1,148 @@
+"""Runs parity fixtures (tests/parity) against fresh SQLite stores and writes,
+per fixture, a transcript of every step and a canonical dump of the final
+store — the same bytes every host's runner writes.
+
+Usage: python -m ctxkernel.parity --out DIR FIXTURE.json...
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+from typing import Any
+
+from . import Kernel, KernelError, SqliteStore
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _resolve(value: Any, responses: list) -> Any:
+    if isinstance(value, list):
+        return [_resolve(v, responses) for v in value]
+    if isinstance(value, dict):
+        if "$ref" in value:
+            step, pointer = value["$ref"].split("#")
+            found = responses[int(step)]
+            for part in pointer.split("/")[1:]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                found = found[int(part)] if isinstance(found, list) else found[part]
+            if "format" in value:
+                return value["format"].replace("{}", found if isinstance(found, str) else _json(found))
+            return found
+        return {k: _resolve(v, responses) for k, v in value.items()}
+    return value
+
+
+def _content(spec: dict) -> bytes:
+    if "text" in spec:
+        return spec["text"].encode()
+    if "repeat" in spec:
+        return (spec["repeat"]["text"] * spec["repeat"]["times"]).encode()
+    raise ValueError('content is {"text"} or {"repeat": {"text", "times"}}')
+
+
+def _run(fixture: dict, path: str) -> str:
+    instances: dict[str, Kernel] = {}
+    responses: list = []
+    saved: dict[str, bytes] = {}
+    lines = []
+    for i, step in enumerate(fixture["steps"]):
+        name = step.get("instance", "a")
+        if "action" in step:
+            raw = SqliteStore(path)
+            key = lambda: _resolve(step["key"], responses)  # noqa: E731
+            action = step["action"]
+            if action == "reload":
+                if name in instances:
+                    instances.pop(name).store.close()
+            elif action == "corrupt":
+                value = bytearray(raw.get(key()).value)
+                value[step.get("offset", 0) % max(len(value), 1)] ^= 0x01
+                raw.put(key(), bytes(value), None)
+            elif action == "replace":
+                text = raw.get(key()).value.decode()
+                raw.put(key(), text.replace(step["find"], step["with"], 1).encode(), None)
+            elif action == "write":
+                raw.put(key(), step.get("text", "").encode(), None)
+            elif action == "remove":
+                raw.remove(key(), None)
+            elif action == "snapshot":
+                entry = raw.get(key())
+                saved[step["as"]] = entry.value if entry else b""
+            elif action == "restore":
+                raw.put(key(), saved.get(step["from"], b""), None)
+            else:
+                raise ValueError(f"step {i}: unknown action {action}")
+            raw.close()
+            responses.append(None)
+            lines.append(f'{{"step":{i},"action":{_json(action)}}}')
+            continue
+        resolved = _resolve(step["request"], responses)
+        request = resolved if isinstance(resolved, str) else _json(resolved)
+        if name not in instances:
+            instances[name] = Kernel(SqliteStore(path))
+        kernel = instances[name]
+        try:
+            if step["command"] == "put-content":
+                line = f'{{"step":{i},"ok":{_json(kernel.put_content(json.loads(request), _content(step["content"])))}}}'
+            elif step["command"] == "get-content":
+                data = kernel.get_content(json.loads(request))
+                line = f'{{"step":{i},"bytes":{{"length":{len(data)},"sha256":"{hashlib.sha256(data).hexdigest()}"}}}}'
+            else:
+                line = f'{{"step":{i},"ok":{kernel.call(step["command"], request)}}}'
+        except KernelError as e:
+            line = f'{{"step":{i},"error":{{"code":"{e.code}","detail":{_json(e.detail)},"message":{_json(e.message)}}}}}'
+        responses.append(json.loads(line).get("ok"))
+        lines.append(line)
+    for kernel in instances.values():
+        kernel.store.close()
+    return "".join(line + "\n" for line in lines)
+
+
+def _dump(path: str) -> str:
+    store = SqliteStore(path)
+    out, after = [], ""
+    while True:
+        page = store.scan("", after, 1000)
+        out += [f'{{"key":{_json(e.key)},"revision":{e.revision},"sha256":"{hashlib.sha256(e.value).hexdigest()}"}}\n' for e in page]
+        if len(page) < 1000:
+            break
+        after = page[-1].key
+    store.close()
+    return "".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--read", help="read the store files another host wrote here instead of running")
+    parser.add_argument("fixtures", nargs="+")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    for file in args.fixtures:
+        with open(file, encoding="utf-8") as f:
+            fixture = json.load(f)
+        if args.read:
+            path = os.path.join(args.read, f"{fixture['name']}.sqlite")
+            kernel = Kernel(SqliteStore(path))
+            info = '{"step":0,"ok":' + kernel.call("info", '{"schemaVersion":1}') + "}"
+            kernel.store.close()
+            with open(os.path.join(args.out, f"{fixture['name']}.read.jsonl"), "w", encoding="utf-8") as f:
+                f.write(info + "\n" + _dump(path))
+            continue
+        path = os.path.join(args.out, f"{fixture['name']}.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        with open(os.path.join(args.out, f"{fixture['name']}.transcript.jsonl"), "w", encoding="utf-8") as f:
+            f.write(_run(fixture, path))
+        with open(os.path.join(args.out, f"{fixture['name']}.dump.jsonl"), "w", encoding="utf-8") as f:
+            f.write(_dump(path))
+
+
+if __name__ == "__main__":
+    main()
