@@ -12,6 +12,8 @@ use crate::compaction::{self, CompactRequest, CompactionRecord, ContinueRequest,
 use crate::content;
 use crate::contracts::check_id;
 use crate::events;
+use crate::memory;
+use crate::recall;
 use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest};
 use crate::session::{self, Head, ReadEventsRequest};
 use crate::store::{Db, Store};
@@ -39,10 +41,17 @@ pub enum Command {
     PutContent,
     GetContent,
     ReadKernelEvents,
+    ProposeMemory,
+    DecideMemory,
+    DeleteMemory,
+    PurgeMemory,
+    ReadMemory,
+    RecallMemory,
+    ResidentSnapshot,
 }
 
 impl Command {
-    pub const ALL: [Command; 10] = [
+    pub const ALL: [Command; 17] = [
         Command::Info,
         Command::PlanContext,
         Command::AppendEvents,
@@ -53,6 +62,13 @@ impl Command {
         Command::PutContent,
         Command::GetContent,
         Command::ReadKernelEvents,
+        Command::ProposeMemory,
+        Command::DecideMemory,
+        Command::DeleteMemory,
+        Command::PurgeMemory,
+        Command::ReadMemory,
+        Command::RecallMemory,
+        Command::ResidentSnapshot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +83,13 @@ impl Command {
             Command::PutContent => "put-content",
             Command::GetContent => "get-content",
             Command::ReadKernelEvents => "read-kernel-events",
+            Command::ProposeMemory => "propose-memory",
+            Command::DecideMemory => "decide-memory",
+            Command::DeleteMemory => "delete-memory",
+            Command::PurgeMemory => "purge-memory",
+            Command::ReadMemory => "read-memory",
+            Command::RecallMemory => "recall-memory",
+            Command::ResidentSnapshot => "resident-snapshot",
         }
     }
 
@@ -131,6 +154,7 @@ struct CachedSession {
 #[derive(Default)]
 pub struct Kernel {
     clock: u64,
+    index: recall::Index,
     seen_revision: Option<u64>,
     sessions: BTreeMap<String, CachedSession>,
 }
@@ -157,10 +181,21 @@ impl Kernel {
             }
             Command::Reconcile => {
                 let request: ReconcileRequest = decode(request)?;
+                if request.operation_id.starts_with("del-") {
+                    check_version("request", request.schema_version)?;
+                    return encode(&memory::settle_deletion(db, &request.operation_id, &request.replicas)?);
+                }
                 let log = kernel.operation_session(db, &request.operation_id)?;
                 encode(&compaction::reconcile(db, &log, request)?)
             }
             Command::ReadKernelEvents => encode(&events::read(db, decode(request)?)?),
+            Command::ProposeMemory => encode(&memory::propose(db, decode(request)?)?),
+            Command::DecideMemory => encode(&memory::decide(db, decode(request)?)?),
+            Command::DeleteMemory => encode(&memory::delete(db, decode(request)?)?),
+            Command::PurgeMemory => encode(&memory::purge(db, decode(request)?)?),
+            Command::ReadMemory => encode(&memory::read(db, decode(request)?)?),
+            Command::RecallMemory => encode(&recall::recall(db, &mut kernel.index, decode(request)?)?),
+            Command::ResidentSnapshot => encode(&recall::resident(db, &mut kernel.index, decode(request)?)?),
             Command::PutContent | Command::GetContent => Err(KernelError::invalid(format!(
                 "`{}` carries bytes; call it through its own entry point",
                 command.name()

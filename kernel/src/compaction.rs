@@ -326,8 +326,14 @@ contract! {
 /// provider answer was lost in a crash) under a new operation identity.
 pub struct ReconcileRequest {
     pub now: Timestamp,
+    /// A compaction operation, or a deletion (`del-…`) with pending replicas.
     pub operation_id: String,
-    pub resolution: Resolution,
+    /// Deletions: what each pending replica reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<crate::memory::ReplicaOutcome>,
+    /// Compactions: how to settle the unknown outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<Resolution>,
     pub schema_version: u32,
 }
 }
@@ -1242,6 +1248,7 @@ fn clip(text: &str) -> String {
 /// awaiting a provider answer that was lost) under a new operation identity.
 pub fn reconcile(db: &mut Db, log: &SessionLog, request: ReconcileRequest) -> Result<CompactResponse> {
     check_version("request", request.schema_version)?;
+    let resolution = request.resolution.ok_or_else(|| KernelError::invalid("reconciling a compaction needs a `resolution`"))?;
     let (revision, mut op) = load_operation(db, &request.operation_id)?;
     if !matches!(op.state, OperationState::ReconciliationRequired | OperationState::AwaitingProvider) {
         return Err(KernelError::new(
@@ -1258,12 +1265,12 @@ pub fn reconcile(db: &mut Db, log: &SessionLog, request: ReconcileRequest) -> Re
     let new_id = operation_id(&next, &json!(log.head), &policy, attempt)?;
     op.state = OperationState::Reconciled;
     op.updated_at = request.now.clone();
-    op.receipt.reason = Some(format!("reconciled ({:?}) as {new_id}", request.resolution).to_lowercase());
+    op.receipt.reason = Some(format!("reconciled ({resolution:?}) as {new_id}").to_lowercase());
     save_operation(db, &op, revision)?;
     events::emit(db, "context.compaction.reconciled", &request.now, Some(&op.request.session_id), Some(&op.operation_id), json!({
-        "resolution": request.resolution, "newOperationId": new_id,
+        "resolution": resolution, "newOperationId": new_id,
     }))?;
-    match request.resolution {
+    match resolution {
         Resolution::Abandon => Ok(CompactResponse {
             compaction: None,
             head: log.head.clone(),

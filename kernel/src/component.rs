@@ -121,6 +121,34 @@ impl Guest for Component {
     fn read_kernel_events(request: String) -> Result<String, KernelError> {
         run(Command::ReadKernelEvents, request)
     }
+
+    fn propose_memory(request: String) -> Result<String, KernelError> {
+        run(Command::ProposeMemory, request)
+    }
+
+    fn decide_memory(request: String) -> Result<String, KernelError> {
+        run(Command::DecideMemory, request)
+    }
+
+    fn delete_memory(request: String) -> Result<String, KernelError> {
+        run(Command::DeleteMemory, request)
+    }
+
+    fn purge_memory(request: String) -> Result<String, KernelError> {
+        run(Command::PurgeMemory, request)
+    }
+
+    fn read_memory(request: String) -> Result<String, KernelError> {
+        run(Command::ReadMemory, request)
+    }
+
+    fn recall_memory(request: String) -> Result<String, KernelError> {
+        run(Command::RecallMemory, request)
+    }
+
+    fn resident_snapshot(request: String) -> Result<String, KernelError> {
+        run(Command::ResidentSnapshot, request)
+    }
 }
 
 export!(Component);

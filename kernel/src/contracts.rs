@@ -552,6 +552,16 @@ impl ContextItem {
 }
 
 label! {
+/// Who may move a memory, strongest last: a rule of the deployment, an
+/// administrator, the user in their own words.
+pub enum AuthorityKind {
+    Policy,
+    Management,
+    UserExplicit,
+}
+}
+
+label! {
 pub enum MemoryState {
     Candidate,
     Active,
@@ -570,13 +580,23 @@ contract! {
 pub struct MemoryRecord {
     pub access_count: u64,
     pub allowed_sinks: Vec<String>,
+    /// The authority that made it active (user-explicit outranks management,
+    /// which outranks policy); absent while it is a candidate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<AuthorityKind>,
     pub category: String,
     pub confidence: f64,
+    /// Active records it contradicts that no rule could rank: both stay, and recall reports it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts_with: Vec<String>,
     pub content: String,
     pub created_at: Timestamp,
     pub digest: String,
     pub evidence_refs: Vec<SourceRef>,
     pub importance: f64,
+    /// The slot a fact fills (`user.city`): one true value per slot and scope at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_accessed_at: Option<Timestamp>,
     pub memory_id: String,
@@ -591,6 +611,8 @@ pub struct MemoryRecord {
     pub state: MemoryState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub supersedes: Vec<String>,
     #[serde(default)]
@@ -609,6 +631,9 @@ impl MemoryRecord {
         check_version("memory record", self.schema_version)?;
         check_id("memoryId", &self.memory_id)?;
         check_id("category", &self.category)?;
+        if let Some(key) = &self.key {
+            check_id("key", key)?;
+        }
         if let Some(scope_id) = &self.scope_id {
             check_id("scopeId", scope_id)?;
         }

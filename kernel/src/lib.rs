@@ -17,6 +17,8 @@
 //! - [`compaction`] — the compaction state machine and session projection
 //! - [`content`] — content addressed by sha256 (externalized output, archives)
 //! - [`events`] — the kernel's bodiless event stream
+//! - [`memory`] — the governed memory lifecycle
+//! - [`recall`] — recall and the resident snapshot
 //! - [`commands`] — the command table every host calls
 
 /// A wire type: camelCase fields, unknown fields rejected. Fields are declared
@@ -48,7 +50,9 @@ pub mod content;
 pub mod contracts;
 pub mod error;
 pub mod events;
+pub mod memory;
 pub mod planner;
+pub mod recall;
 pub mod session;
 pub mod store;
 pub mod tokens;

@@ -204,6 +204,10 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
         let item = event.item.as_ref().expect("appended events hold items");
         db.put(&keys::session_item(session, item.id()), &ItemIndex { seq: event.seq }, Some(0))?;
         db.put(&keys::session_event(session, event.seq), event, Some(0))?;
+        if item.kind == crate::contracts::ItemKind::Message && item.role == Some(crate::contracts::Role::User) {
+            // What grounds user-explicit memory authority: the latest raw user message.
+            db.put(&keys::session_last_user(session), &serde_json::json!({"seq": event.seq}), None)?;
+        }
         appended.push(Appended {
             seq: event.seq,
             item_id: item.id().to_string(),

@@ -15,6 +15,8 @@
 //! | `ses/<sid>/head`             | session head: seq, chain digest         |
 //! | `ses/<sid>/ev/<seq:020>`     | one session event                       |
 //! | `ses/<sid>/id/<itemId>`      | item id → seq                           |
+//! | `ses/<sid>/last-user`        | seq of the latest user message          |
+//! | `mem/rec/<id>`, `mem/tomb/<id>`, `mem/…` | memories (see `memory`)     |
 //! | `meta/event-seq`             | last kernel event number                |
 //! | `evt/<seq:020>`              | one kernel event (metrics, no bodies)   |
 //! | `op/<operationId>`           | an operation's journal entry            |
@@ -82,6 +84,10 @@ pub mod keys {
 
     pub fn session_event(session: &str, seq: u64) -> String {
         format!("ses/{}/ev/{seq:020}", segment(session))
+    }
+
+    pub fn session_last_user(session: &str) -> String {
+        format!("ses/{}/last-user", segment(session))
     }
 
     pub fn session_item(session: &str, item_id: &str) -> String {

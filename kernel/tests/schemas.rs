@@ -13,7 +13,9 @@ use ctxkernel::compaction::{CompactRequest, CompactResponse, CompactionRecord, C
 use ctxkernel::content::{GetContentRequest, PutContentRequest, PutContentResponse};
 use ctxkernel::events::{ReadKernelEventsRequest, ReadKernelEventsResponse};
 use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};
+use ctxkernel::memory::{DecideRequest, DeleteRequest, DeletionReceipt, MemoryReceipt, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse};
 use ctxkernel::planner::{ContextPlan, PlanRequest};
+use ctxkernel::recall::{RecallRequest, RecallResponse, ResidentRequest, ResidentSnapshot};
 use ctxkernel::session::{AppendEventsRequest, AppendEventsResponse, ReadEventsRequest, ReadEventsResponse};
 use ctxkernel::store::MemStore;
 use ctxkernel::Command;
@@ -48,6 +50,20 @@ fn schemas() -> Vec<(&'static str, Schema)> {
         ("get-content.request", schema_for!(GetContentRequest)),
         ("read-kernel-events.request", schema_for!(ReadKernelEventsRequest)),
         ("read-kernel-events.response", schema_for!(ReadKernelEventsResponse)),
+        ("propose-memory.request", schema_for!(ProposeRequest)),
+        ("propose-memory.response", schema_for!(ProposeResponse)),
+        ("decide-memory.request", schema_for!(DecideRequest)),
+        ("memory-receipt", schema_for!(MemoryReceipt)),
+        ("delete-memory.request", schema_for!(DeleteRequest)),
+        ("deletion-receipt", schema_for!(DeletionReceipt)),
+        ("purge-memory.request", schema_for!(PurgeRequest)),
+        ("purge-memory.response", schema_for!(PurgeReceipt)),
+        ("read-memory.request", schema_for!(ReadMemoryRequest)),
+        ("read-memory.response", schema_for!(ReadMemoryResponse)),
+        ("recall-memory.request", schema_for!(RecallRequest)),
+        ("recall-memory.response", schema_for!(RecallResponse)),
+        ("resident-snapshot.request", schema_for!(ResidentRequest)),
+        ("resident-snapshot.response", schema_for!(ResidentSnapshot)),
     ]
 }
 
@@ -120,7 +136,39 @@ fn wire_messages_conform_to_their_schemas() {
     let kernel_events = call(&mut store, Command::ReadKernelEvents, &json!({"schemaVersion": 1})).unwrap();
     assert_valid("read-kernel-events.response", &kernel_events);
     assert_valid("info.request", &json!({"schemaVersion": 1}));
+    memory_messages_conform(&mut store, append_request["sessionId"].as_str().unwrap(), plan_request["now"].as_str().unwrap());
     assert_valid("info.response", &call(&mut store, Command::Info, &json!({"schemaVersion": 1})).unwrap());
+}
+
+/// One trip through the memory lifecycle, every envelope checked.
+fn memory_messages_conform(store: &mut MemStore, session: &str, now: &str) {
+    let mut checked = |command: Command, name: &str, request: Value| -> Value {
+        assert_valid(&format!("{name}.request"), &request);
+        call(store, command, &request).unwrap()
+    };
+    let propose = json!({"schemaVersion": 1, "now": now, "candidates": [{"scope": "project", "scopeId": "demo", "category": "preference",
+        "content": "The team ships on Thursdays", "key": "team.ship-day", "confidence": 0.7, "importance": 0.6, "provenance": {"origin": "model"},
+        "evidenceRefs": [{"kind": "session", "id": session, "seq": 1}], "tags": ["release"]}]});
+    let proposed = checked(Command::ProposeMemory, "propose-memory", propose);
+    assert_valid("propose-memory.response", &proposed);
+    let id = proposed["receipts"][0]["memory"]["memoryId"].clone();
+    let decided = checked(Command::DecideMemory, "decide-memory", json!({"schemaVersion": 1, "now": now, "memoryId": id, "action": "activate",
+        "authority": {"kind": "management", "actor": "lead"}, "scope": "project", "scopeId": "demo"}));
+    assert_valid("memory-receipt", &decided);
+    assert_valid("memory-record", &decided["memory"]);
+    let scopes = json!([{"scope": "project", "scopeId": "demo"}]);
+    let recalled = checked(Command::RecallMemory, "recall-memory", json!({"schemaVersion": 1, "now": now, "query": "when do we ship", "scopes": scopes, "sink": "model:test"}));
+    assert_eq!(recalled["memories"][0]["memoryId"], id);
+    assert_valid("recall-memory.response", &recalled);
+    let resident = checked(Command::ResidentSnapshot, "resident-snapshot", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "maxTokens": 200, "sink": "model:test"}));
+    assert_valid("resident-snapshot.response", &resident);
+    let read = checked(Command::ReadMemory, "read-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo"}));
+    assert_valid("read-memory.response", &read);
+    let deleted = checked(Command::DeleteMemory, "delete-memory", json!({"schemaVersion": 1, "now": now, "requestId": "r1", "subject": "team",
+        "scope": "project", "scopeId": "demo", "selector": {"memoryIds": [id]}, "authority": {"kind": "management", "actor": "lead"}, "fence": 1}));
+    assert_valid("deletion-receipt", &deleted);
+    let plan = checked(Command::PurgeMemory, "purge-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "dryRun": true}));
+    assert_valid("purge-memory.response", &plan);
 }
 
 #[test]

@@ -276,6 +276,154 @@ fixture("long-zh-session-compact-twice", "An 80-turn Chinese session compacted t
          {"command": "append-events", "request": {"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"$ref": "1#/head"}, "items": long_zh.items[130:], "now": at(11)}},
          compact("local", window=8192, now=at(12)), plan(16384, now=at(20))])
 
+# Memory: lifecycle, scopes, conflicts, time, deletion, and the index.
+ADMIN = {"actor": "lead@example.org", "kind": "management"}
+USER = {"kind": "user-explicit", "sessionId": "s1"}
+
+
+def memory_session(*user_lines):
+    s = Session()
+    for line in user_lines:
+        s.user(line)
+    return s
+
+
+def remember(content, scope="project", scope_id="web", key=None, seq=1, now=T0, authority=None, **extra):
+    c = {"category": "fact", "confidence": 0.7, "content": content, "evidenceRefs": [{"id": "s1", "kind": "session", "seq": seq}],
+         "importance": 0.5, "provenance": {"origin": "model"}, "scope": scope, **extra}
+    if scope_id is not None:
+        c["scopeId"] = scope_id
+    if key:
+        c["key"] = key
+    request = {"candidates": [c], "now": now, "schemaVersion": 1}
+    if authority:
+        request["authority"] = authority
+    return {"command": "propose-memory", "request": request}
+
+
+def decide(step, action, authority=ADMIN, scope="project", scope_id="web", now=at(1), **extra):
+    request = {"action": action, "authority": authority, "memoryId": {"$ref": f"{step}#/receipts/0/memory/memoryId"},
+               "now": now, "schemaVersion": 1, "scope": scope, **extra}
+    if scope_id is not None:
+        request["scopeId"] = scope_id
+    return {"command": "decide-memory", "request": request}
+
+
+def recall(query, scopes=({"scope": "project", "scopeId": "web"},), now=at(5), sink="model:test", **extra):
+    return {"command": "recall-memory", "request": {"now": now, "query": query, "schemaVersion": 1, "scopes": list(scopes), "sink": sink, **extra}}
+
+
+def read_memory(now=at(5), scope="project", scope_id="web", **extra):
+    return {"command": "read-memory", "request": {"now": now, "schemaVersion": 1, "scope": scope, "scopeId": scope_id, **extra}}
+
+
+def record_key(step):
+    return {"$ref": f"{step}#/receipts/0/memory/memoryId", "format": "mem/rec/{}"}
+
+
+facts = memory_session("we deploy the web app with pnpm", "my editor is helix", "the billing agent retries twice",
+                       "this session is about the checkout bug")
+fixture("memory-scope-overlap", "Project, user, agent and session memories: recall sees only the admitted scopes.",
+        [append(facts),
+         remember("the web app deploys with pnpm", key="web.package-manager"), decide(1, "activate"),
+         remember("the user's editor is helix", scope="user", scope_id="u1", seq=2), decide(3, "activate", scope="user", scope_id="u1"),
+         remember("the billing agent retries failed charges twice", scope="agent", scope_id="billing", seq=3),
+         decide(5, "activate", scope="agent", scope_id="billing"),
+         remember("this session chases the checkout bug in the web app", scope="session", scope_id="s1", seq=4),
+         decide(7, "activate", scope="session", scope_id="s1"),
+         recall("web app deploy editor billing checkout"),
+         recall("web app deploy editor billing checkout", scopes=[{"scope": "project", "scopeId": "web"}, {"scope": "user", "scopeId": "u1"}]),
+         recall("web app deploy editor billing checkout", scopes=[{"scope": "agent", "scopeId": "billing"}, {"scope": "session", "scopeId": "s1"}]),
+         decide(3, "activate", scope="project", scope_id="web", now=at(2))])
+
+conflicts = memory_session("deploys happen on Wednesday", "actually deploys happen on Friday now")
+fixture("memory-conflict-supersession", "Equal authority without time keeps both and reports it; the user's correction supersedes.",
+        [append(conflicts),
+         remember("deploys happen on Wednesday", key="release.day"), decide(1, "activate"),
+         remember("deploys happen on Thursday", key="release.day"), decide(3, "activate", now=at(2)),
+         recall("when do deploys happen"),
+         remember("deploys happen on Friday", key="release.day", seq=2, now=at(3), authority=USER),
+         recall("when do deploys happen", now=at(6)),
+         read_memory(now=at(6), key="release.day", includeAudit=True)])
+
+moves = memory_session("I moved from Berlin to Lisbon in March")
+fixture("memory-temporal-validity", "validFrom and validTo: what was true at a time, and expiry against `now`.",
+        [append(moves),
+         remember("the user lives in Berlin", key="user.city", validFrom="2025-01-01T00:00:00Z"), decide(1, "activate"),
+         remember("the user lives in Lisbon", key="user.city", validFrom="2026-03-01T00:00:00Z"), decide(3, "activate"),
+         remember("the conference badge is valid for the week", key="event.badge", validTo="2026-06-03T00:00:00Z"), decide(5, "activate"),
+         read_memory(atTime="2025-06-01T00:00:00Z"), read_memory(atTime="2026-04-01T00:00:00Z"),
+         recall("where does the user live badge", now="2026-06-02T00:00:00Z"),
+         recall("where does the user live badge", now="2026-06-04T00:00:00Z"),
+         decide(5, "expire", authority={"kind": "policy"}, now="2026-06-04T00:00:00Z")])
+
+forget = memory_session("remember that the staging password rotates monthly", "please forget the staging rotation")
+fixture("memory-delete-partial-replicas", "A deletion stays partial until every replica confirms; a retry returns the same receipt.",
+        [append(forget),
+         remember("staging credentials rotate monthly", key="staging.rotation"), decide(1, "activate"),
+         {"command": "delete-memory", "request": {"authority": USER, "fence": 4, "now": at(3), "replicas": ["laptop", "phone"],
+                                                  "requestId": "forget-staging", "schemaVersion": 1, "scope": "project", "scopeId": "web",
+                                                  "selector": {"key": "staging.rotation"}, "subject": "u1"}},
+         {"command": "delete-memory", "request": {"authority": USER, "fence": 4, "now": at(3), "replicas": ["laptop", "phone"],
+                                                  "requestId": "forget-staging", "schemaVersion": 1, "scope": "project", "scopeId": "web",
+                                                  "selector": {"key": "staging.rotation"}, "subject": "u1"}},
+         {"command": "reconcile", "request": {"now": at(4), "operationId": {"$ref": "3#/deletionId"}, "replicas": [{"deleted": True, "replica": "laptop"}, {"deleted": False, "replica": "phone"}], "schemaVersion": 1}},
+         {"command": "reconcile", "request": {"now": at(5), "operationId": {"$ref": "3#/deletionId"}, "replicas": [{"deleted": True, "replica": "phone"}], "schemaVersion": 1}},
+         recall("staging rotation")])
+
+fixture("memory-tombstone-fences-a-replay", "An offline replica replays the deleted record: the tombstone keeps it dead until purge.",
+        [append(forget),
+         remember("staging credentials rotate monthly", key="staging.rotation"), decide(1, "activate"),
+         {"action": "snapshot", "key": record_key(1), "as": "old-replica"},
+         {"command": "delete-memory", "request": {"authority": ADMIN, "fence": 9, "now": at(3), "requestId": "forget-staging", "schemaVersion": 1,
+                                                  "scope": "project", "scopeId": "web", "selector": {"key": "staging.rotation"}, "subject": "u1"}},
+         {"action": "restore", "key": record_key(1), "from": "old-replica"},
+         {"action": "reload", "instance": "a"},
+         recall("staging rotation"), decide(1, "archive", now=at(4)),
+         {"command": "delete-memory", "request": {"authority": ADMIN, "fence": 3, "now": at(4), "requestId": "stale-replica", "schemaVersion": 1,
+                                                  "scope": "project", "scopeId": "web", "selector": {"memoryIds": [{"$ref": "1#/receipts/0/memory/memoryId"}]}, "subject": "u1"}},
+         remember("staging credentials rotate monthly", key="staging.rotation", now=at(5)),
+         read_memory(now=at(6)),
+         {"command": "purge-memory", "request": {"dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         {"command": "purge-memory", "request": {"confirmation": {"$ref": "12#/confirmation"}, "dryRun": False, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         read_memory(now=at(8))])
+
+notes = memory_session("notes")
+index_steps = [append(notes)]
+topics = [("the planner keeps tool pairs together", "planner"), ("上下文规划器保留工具调用对", "规划"),
+          ("kernel::planner::select orders by priority", "select"), ("parseJsonRequest rejects unknown fields", "parse json request"),
+          ("compaction never summarizes inside a call pair", "compaction summary"), ("部署在周三进行", "部署")]
+for i, (text, _) in enumerate(topics):
+    index_steps += [remember(text, key=f"note.{i}", now=at(0, i)), decide(1 + 2 * i, "activate", now=at(1, i))]
+queries = [recall(q) for _, q in topics]
+fixture("memory-index-rebuild", "English, Chinese and code recall; a dropped index and a corrupt vector rebuild from the records.",
+        index_steps + queries
+        + [{"action": "remove", "key": "mem/idx/meta"}, {"action": "reload", "instance": "a"}] + queries[:2]
+        + [{"action": "write", "key": {"$ref": "1#/receipts/0/memory/memoryId", "format": "mem/idx/doc/{}"}, "text": "not json"},
+           {"action": "reload", "instance": "a"}, queries[0]])
+
+embedded = memory_session("the cache layer uses redis", "on-call rotates weekly")
+vector = [remember("the cache layer uses redis", key="infra.cache", embedding=[0.9, 0.1, 0.0, 0.1]), decide(1, "activate"),
+          remember("on-call rotates weekly", key="team.oncall", seq=2, embedding=[0.0, 0.2, 0.95, 0.1]), decide(3, "activate")]
+fixture("memory-vector-fusion-and-sinks", "Host embeddings fuse with lexical results; a wrong dimension degrades; sinks filter.",
+        [append(embedded)] + vector
+        + [recall("where is state kept", queryEmbedding=[0.85, 0.15, 0.05, 0.1]),
+           recall("where is state kept", queryEmbedding=[0.1, 0.2]),
+           remember("payroll runs on the 25th", key="hr.payroll", seq=2, sensitivity="personal", allowedSinks=["model:local"]),
+           decide(7, "activate"), recall("payroll", sink="model:cloud"), recall("payroll", sink="model:local"),
+           {"command": "resident-snapshot", "request": {"maxTokens": 60, "now": at(6), "schemaVersion": 1, "scope": "project", "scopeId": "web", "sink": "model:cloud"}},
+           remember("the deploy token is ghp_0123456789abcdefghijklmnopqrstuvwxyz", seq=1)])
+
+fixture("memory-two-instances", "One instance writes, another recalls: its index catches up with every change.",
+        [append(conflicts),
+         {"instance": "a", **remember("deploys happen on Wednesday", key="release.day", validFrom="2026-01-01T00:00:00Z")},
+         {"instance": "a", **decide(1, "activate")},
+         {"instance": "b", **recall("when do deploys happen")},
+         {"instance": "a", **remember("deploys happen on Friday", key="release.day", seq=2, validFrom="2026-05-01T00:00:00Z")},
+         {"instance": "a", **decide(4, "activate", now=at(2))},
+         {"instance": "b", **recall("when do deploys happen", now=at(6))},
+         {"instance": "b", **decide(4, "activate", now=at(7), expectedRevision=1)}])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:

@@ -6,17 +6,31 @@ import type {
   CompactContextResponse,
   ContextPlan,
   ContinueOperationRequest,
+  DecideMemoryRequest,
+  DeleteMemoryRequest,
+  DeletionReceipt,
   GetContentRequest,
   InfoResponse,
+  MemoryReceipt,
   PlanContextRequest,
+  ProposeMemoryRequest,
+  ProposeMemoryResponse,
   ProviderRequest,
+  PurgeMemoryRequest,
+  PurgeMemoryResponse,
   PutContentRequest,
   PutContentResponse,
   ReadEventsRequest,
   ReadEventsResponse,
   ReadKernelEventsRequest,
   ReadKernelEventsResponse,
+  ReadMemoryRequest,
+  ReadMemoryResponse,
+  RecallMemoryRequest,
+  RecallMemoryResponse,
   ReconcileRequest,
+  ResidentSnapshotRequest,
+  ResidentSnapshotResponse,
   Usage,
 } from '../types/envelopes.js';
 
@@ -120,7 +134,14 @@ export type Command =
   | 'compact-context'
   | 'continue-operation'
   | 'reconcile'
-  | 'read-kernel-events';
+  | 'read-kernel-events'
+  | 'propose-memory'
+  | 'decide-memory'
+  | 'delete-memory'
+  | 'purge-memory'
+  | 'read-memory'
+  | 'recall-memory'
+  | 'resident-snapshot';
 export const COMMANDS: readonly Command[];
 
 /** What a provider callback answers. */
@@ -141,8 +162,16 @@ export class Kernel {
   readEvents(request: ReadEventsRequest): ReadEventsResponse;
   compactContext(request: CompactContextRequest): CompactContextResponse;
   continueOperation(request: ContinueOperationRequest): CompactContextResponse;
-  reconcile(request: ReconcileRequest): CompactContextResponse;
+  /** Settles an operation: a compaction (its receipt) or a deletion's replicas (`del-…`, its receipt). */
+  reconcile(request: ReconcileRequest): CompactContextResponse | DeletionReceipt;
   readKernelEvents(request?: ReadKernelEventsRequest): ReadKernelEventsResponse;
+  proposeMemory(request: ProposeMemoryRequest): ProposeMemoryResponse;
+  decideMemory(request: DecideMemoryRequest): MemoryReceipt;
+  deleteMemory(request: DeleteMemoryRequest): DeletionReceipt;
+  purgeMemory(request: PurgeMemoryRequest): PurgeMemoryResponse;
+  readMemory(request: ReadMemoryRequest): ReadMemoryResponse;
+  recallMemory(request: RecallMemoryRequest): RecallMemoryResponse;
+  residentSnapshot(request: ResidentSnapshotRequest): ResidentSnapshotResponse;
   putContent(request: PutContentRequest, bytes: Uint8Array): PutContentResponse;
   getContent(request: GetContentRequest): Uint8Array;
   /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */

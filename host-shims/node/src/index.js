@@ -27,6 +27,13 @@ export const COMMANDS = [
   'continue-operation',
   'reconcile',
   'read-kernel-events',
+  'propose-memory',
+  'decide-memory',
+  'delete-memory',
+  'purge-memory',
+  'read-memory',
+  'recall-memory',
+  'resident-snapshot',
 ];
 
 /** The one error every command raises: the kernel's code, message and detail. */
@@ -163,6 +170,27 @@ export class Kernel {
   }
   readKernelEvents(request = { schemaVersion: 1 }) {
     return this.#json('read-kernel-events', request);
+  }
+  proposeMemory(request) {
+    return this.#json('propose-memory', request);
+  }
+  decideMemory(request) {
+    return this.#json('decide-memory', request);
+  }
+  deleteMemory(request) {
+    return this.#json('delete-memory', request);
+  }
+  purgeMemory(request) {
+    return this.#json('purge-memory', request);
+  }
+  readMemory(request) {
+    return this.#json('read-memory', request);
+  }
+  recallMemory(request) {
+    return this.#json('recall-memory', request);
+  }
+  residentSnapshot(request) {
+    return this.#json('resident-snapshot', request);
   }
 
   /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */

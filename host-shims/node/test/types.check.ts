@@ -16,3 +16,13 @@ try {
 } catch (e) {
   if (e instanceof KernelError && e.code === 'content-unavailable') console.log(kept);
 }
+const recalled = kernel.recallMemory({
+  schemaVersion: 1,
+  now: '2026-06-01T12:00:00Z',
+  query: 'package manager',
+  scopes: [{ scope: 'project', scopeId: 'web' }],
+  sink: 'model:anthropic',
+});
+const firstMemory: string | undefined = recalled.memories[0]?.memoryId;
+const revision: number = recalled.memoryRevision;
+console.log(firstMemory, revision);

@@ -33,7 +33,7 @@ pub const COMPONENT: &[u8] = include_bytes!(env!("CTXK_COMPONENT_PATH"));
 
 /// The kernel's JSON commands, as named in the WIT (`put-content` and
 /// `get-content` carry bytes and have their own methods).
-pub const COMMANDS: [&str; 8] = [
+pub const COMMANDS: [&str; 15] = [
     "info",
     "plan-context",
     "append-events",
@@ -42,6 +42,13 @@ pub const COMMANDS: [&str; 8] = [
     "continue-operation",
     "reconcile",
     "read-kernel-events",
+    "propose-memory",
+    "decide-memory",
+    "delete-memory",
+    "purge-memory",
+    "read-memory",
+    "recall-memory",
+    "resident-snapshot",
 ];
 
 /// The kernel's error codes, as named in the WIT.
@@ -301,7 +308,14 @@ impl Kernel {
             "compact-context" => exports.call_compact_context(wasm, request),
             "continue-operation" => exports.call_continue_operation(wasm, request),
             "reconcile" => exports.call_reconcile(wasm, request),
-            _ => exports.call_read_kernel_events(wasm, request),
+            "read-kernel-events" => exports.call_read_kernel_events(wasm, request),
+            "propose-memory" => exports.call_propose_memory(wasm, request),
+            "decide-memory" => exports.call_decide_memory(wasm, request),
+            "delete-memory" => exports.call_delete_memory(wasm, request),
+            "purge-memory" => exports.call_purge_memory(wasm, request),
+            "read-memory" => exports.call_read_memory(wasm, request),
+            "recall-memory" => exports.call_recall_memory(wasm, request),
+            _ => exports.call_resident_snapshot(wasm, request),
         })
     }
 
@@ -411,5 +425,33 @@ impl Kernel {
 
     pub fn read_kernel_events(&mut self, request: &Value) -> Result<Value, KernelError> {
         self.call_json("read-kernel-events", request)
+    }
+
+    pub fn propose_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("propose-memory", request)
+    }
+
+    pub fn decide_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("decide-memory", request)
+    }
+
+    pub fn delete_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("delete-memory", request)
+    }
+
+    pub fn purge_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("purge-memory", request)
+    }
+
+    pub fn read_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("read-memory", request)
+    }
+
+    pub fn recall_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("recall-memory", request)
+    }
+
+    pub fn resident_snapshot(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("resident-snapshot", request)
     }
 }

@@ -27,6 +27,13 @@ COMMANDS = (
     "continue-operation",
     "reconcile",
     "read-kernel-events",
+    "propose-memory",
+    "decide-memory",
+    "delete-memory",
+    "purge-memory",
+    "read-memory",
+    "recall-memory",
+    "resident-snapshot",
 )
 _EXPORTS = COMMANDS + ("put-content", "get-content")
 _INTERFACE = "ctxkernel:kernel/kernel@0.1.0"
@@ -189,6 +196,27 @@ class Kernel:
 
     def read_kernel_events(self, request: Optional[dict] = None) -> dict:
         return self._json("read-kernel-events", request or {"schemaVersion": 1})
+
+    def propose_memory(self, request: dict) -> dict:
+        return self._json("propose-memory", request)
+
+    def decide_memory(self, request: dict) -> dict:
+        return self._json("decide-memory", request)
+
+    def delete_memory(self, request: dict) -> dict:
+        return self._json("delete-memory", request)
+
+    def purge_memory(self, request: dict) -> dict:
+        return self._json("purge-memory", request)
+
+    def read_memory(self, request: dict) -> dict:
+        return self._json("read-memory", request)
+
+    def recall_memory(self, request: dict) -> dict:
+        return self._json("recall-memory", request)
+
+    def resident_snapshot(self, request: dict) -> dict:
+        return self._json("resident-snapshot", request)
 
     def put_content(self, request: dict, content: bytes) -> dict:
         """Stores `content` by its sha256; returns `{contentRef, created}`."""

@@ -55,4 +55,42 @@ public interface Envelopes {
     record PutContentResponse(JsonNode contentRef, boolean created, int schemaVersion) {}
 
     record KernelEvents(List<JsonNode> events, long lastSeq, boolean more, int schemaVersion) {}
+
+    record MemoryRecord(long accessCount, List<String> allowedSinks, String authority, String category, double confidence,
+            List<String> conflictsWith, String content, String createdAt, String digest, List<JsonNode> evidenceRefs,
+            double importance, String key, String lastAccessedAt, String memoryId, JsonNode provenance,
+            JsonNode retentionPolicy, long revision, int schemaVersion, String scope, String scopeId, String sensitivity,
+            String state, String summary, String supersededBy, List<String> supersedes, List<String> tags,
+            String updatedAt, String validFrom, String validTo) {}
+
+    record MemoryReceipt(List<String> conflicts, MemoryRecord memory, boolean merged, int schemaVersion,
+            List<String> superseded) {}
+
+    record ProposeResponse(List<MemoryReceipt> receipts, int schemaVersion) {}
+
+    record PartReceipt(String memoryId, String status, String target) {}
+
+    record Tombstone(String authority, String deletedAt, long fence, String memoryId, boolean purged, String requestId,
+            long revision, String scope, String scopeId) {}
+
+    record DeletionReceipt(String deletionId, int matched, List<PartReceipt> receipts, int schemaVersion, String status,
+            List<Tombstone> tombstones) {}
+
+    record PurgeReceipt(String confirmation, String purgeId, int schemaVersion, String status, List<String> targets) {}
+
+    record MemoryView(List<JsonNode> audit, String effectiveState, MemoryRecord record) {}
+
+    record ReadMemoryResponse(List<MemoryView> memories, int schemaVersion, List<Tombstone> tombstones) {}
+
+    record HistoryEntry(String content, String memoryId, String validTo) {}
+
+    record Recalled(String authority, double confidence, List<String> conflicts, String content, List<JsonNode> evidenceRefs,
+            List<HistoryEntry> history, List<String> matchedBy, String memoryId, int rank, double relevance, String scope,
+            String scopeId, long tokens, boolean truncated) {}
+
+    record RecallResponse(List<String> degraded, java.util.Map<String, Long> filtered, List<Recalled> memories,
+            long memoryRevision, int schemaVersion) {}
+
+    record ResidentSnapshot(List<String> included, long memoryRevision, int schemaVersion, String text, long tokens,
+            String version) {}
 }

@@ -29,7 +29,8 @@ public final class Kernel {
     /** The kernel's JSON commands, as named in the WIT. */
     public static final List<String> COMMANDS = List.of(
             "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
-            "reconcile", "read-kernel-events");
+            "reconcile", "read-kernel-events", "propose-memory", "decide-memory", "delete-memory", "purge-memory",
+            "read-memory", "recall-memory", "resident-snapshot");
     private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
     static final ObjectMapper JSON = new ObjectMapper().disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
 
@@ -181,8 +182,41 @@ public final class Kernel {
         return call("reconcile", request, Envelopes.CompactResponse.class);
     }
 
+    /** Settles a deletion's pending replicas ({@code reconcile} with a {@code del-…} operation id). */
+    public Envelopes.DeletionReceipt reconcileDeletion(Object request) {
+        return call("reconcile", request, Envelopes.DeletionReceipt.class);
+    }
+
     public Envelopes.KernelEvents readKernelEvents(Object request) {
         return call("read-kernel-events", request, Envelopes.KernelEvents.class);
+    }
+
+    public Envelopes.ProposeResponse proposeMemory(Object request) {
+        return call("propose-memory", request, Envelopes.ProposeResponse.class);
+    }
+
+    public Envelopes.MemoryReceipt decideMemory(Object request) {
+        return call("decide-memory", request, Envelopes.MemoryReceipt.class);
+    }
+
+    public Envelopes.DeletionReceipt deleteMemory(Object request) {
+        return call("delete-memory", request, Envelopes.DeletionReceipt.class);
+    }
+
+    public Envelopes.PurgeReceipt purgeMemory(Object request) {
+        return call("purge-memory", request, Envelopes.PurgeReceipt.class);
+    }
+
+    public Envelopes.ReadMemoryResponse readMemory(Object request) {
+        return call("read-memory", request, Envelopes.ReadMemoryResponse.class);
+    }
+
+    public Envelopes.RecallResponse recallMemory(Object request) {
+        return call("recall-memory", request, Envelopes.RecallResponse.class);
+    }
+
+    public Envelopes.ResidentSnapshot residentSnapshot(Object request) {
+        return call("resident-snapshot", request, Envelopes.ResidentSnapshot.class);
     }
 
     /** Stores {@code content} by its sha256. */
