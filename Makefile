@@ -12,12 +12,13 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test bench clean
+.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test bench eval clean
 
 help:
 	@echo "make demo   build, then plan a long recorded session under a 32k window"
 	@echo "make test   build, then run every test"
 	@echo "make bench  run the benchmarks and rewrite docs/BENCHMARKS.md"
+	@echo "make eval   the recall evaluation: ctxkernel against SQLite FTS5, hit@1 / hit@5"
 	@echo "make parity run every parity fixture on every host and compare"
 
 toolchain:
@@ -110,6 +111,12 @@ test: component node python jvm
 
 bench: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md
+	$(CARGO) bench --locked -p ctxkernel-host --bench memory -- --write $(CURDIR)/docs/BENCHMARKS.md
+
+# The recall evaluation alone: hit@1 / hit@5 of the kernel and SQLite FTS5 on
+# the same labelled corpus (CTXK_EVAL_MISSES=1 lists the kernel's misses).
+eval: build
+	$(CARGO) bench --locked -p ctxkernel-host --bench memory -- --only recall-eval
 
 clean:
 	rm -rf build

@@ -9,6 +9,7 @@ use crate::canonical;
 use crate::contracts::{check_version, SCHEMA_VERSION};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::compaction::{self, CompactRequest, CompactionRecord, ContinueRequest, ReconcileRequest, SessionLog};
+use crate::consolidation::{self, ConsolidateRequest};
 use crate::content;
 use crate::contracts::check_id;
 use crate::events;
@@ -42,6 +43,7 @@ pub enum Command {
     GetContent,
     ReadKernelEvents,
     ProposeMemory,
+    ConsolidateMemory,
     DecideMemory,
     DeleteMemory,
     PurgeMemory,
@@ -51,7 +53,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 17] = [
+    pub const ALL: [Command; 18] = [
         Command::Info,
         Command::PlanContext,
         Command::AppendEvents,
@@ -63,6 +65,7 @@ impl Command {
         Command::GetContent,
         Command::ReadKernelEvents,
         Command::ProposeMemory,
+        Command::ConsolidateMemory,
         Command::DecideMemory,
         Command::DeleteMemory,
         Command::PurgeMemory,
@@ -84,6 +87,7 @@ impl Command {
             Command::GetContent => "get-content",
             Command::ReadKernelEvents => "read-kernel-events",
             Command::ProposeMemory => "propose-memory",
+            Command::ConsolidateMemory => "consolidate-memory",
             Command::DecideMemory => "decide-memory",
             Command::DeleteMemory => "delete-memory",
             Command::PurgeMemory => "purge-memory",
@@ -176,6 +180,12 @@ impl Kernel {
             }
             Command::ContinueOperation => {
                 let request: ContinueRequest = decode(request)?;
+                if request.operation_id.starts_with("ext-") {
+                    check_version("request", request.schema_version)?;
+                    let session = consolidation::session_of(db, &request.operation_id)?;
+                    let log = kernel.session(db, &session)?;
+                    return encode(&consolidation::resume(db, &log, &request.operation_id, &request.now, request.response)?);
+                }
                 let log = kernel.operation_session(db, &request.operation_id)?;
                 encode(&compaction::resume(db, &log, request)?)
             }
@@ -190,6 +200,11 @@ impl Kernel {
             }
             Command::ReadKernelEvents => encode(&events::read(db, decode(request)?)?),
             Command::ProposeMemory => encode(&memory::propose(db, decode(request)?)?),
+            Command::ConsolidateMemory => {
+                let request: ConsolidateRequest = decode(request)?;
+                let log = kernel.session(db, &request.session_id)?;
+                encode(&consolidation::consolidate(db, &log, request)?)
+            }
             Command::DecideMemory => encode(&memory::decide(db, decode(request)?)?),
             Command::DeleteMemory => encode(&memory::delete(db, decode(request)?)?),
             Command::PurgeMemory => encode(&memory::purge(db, decode(request)?)?),
@@ -336,6 +351,9 @@ impl Kernel {
 
 /// Decodes a request envelope. The version is checked before the shape, so a
 /// newer envelope is `unsupported-schema`, not a confusing field error.
+// Out of line: inlined into the dispatch, every request type's decoder would
+// make one function too large for the JVM host to compile.
+#[inline(never)]
 pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_str(request);
     let error = match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
@@ -376,6 +394,7 @@ fn foreign_version(raw: &Value) -> Option<u32> {
         .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
 }
 
+#[inline(never)]
 fn encode<T: Serialize>(response: &T) -> Result<String> {
     canonical::to_string(response)
 }

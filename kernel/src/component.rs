@@ -126,6 +126,10 @@ impl Guest for Component {
         run(Command::ProposeMemory, request)
     }
 
+    fn consolidate_memory(request: String) -> Result<String, KernelError> {
+        run(Command::ConsolidateMemory, request)
+    }
+
     fn decide_memory(request: String) -> Result<String, KernelError> {
         run(Command::DecideMemory, request)
     }

@@ -46,6 +46,7 @@ macro_rules! label {
 pub mod canonical;
 pub mod commands;
 pub mod compaction;
+pub mod consolidation;
 pub mod content;
 pub mod contracts;
 pub mod error;

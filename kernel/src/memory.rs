@@ -33,7 +33,7 @@ use crate::events;
 use crate::session::Event;
 use crate::store::{keys, Db};
 use serde_json::json;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Largest memory body, in bytes: memories are facts, not documents.
 pub const MAX_CONTENT_BYTES: usize = 16 << 10;
@@ -363,16 +363,12 @@ struct AuditCounter {
 
 contract! {
 /// A scope's membership entry: the key is escaped, the value says the id.
-struct Member {
+/// A lookup entry pointing at a record (scope membership, slot, fingerprint).
+struct Link {
     memory_id: String,
 }
 }
 
-contract! {
-struct FingerprintIndex {
-    memory_id: String,
-}
-}
 
 contract! {
 struct Deletion {
@@ -412,6 +408,14 @@ fn member_key(scope: Scope, scope_id: &Option<String>, id: &str) -> String {
 
 fn members_prefix(scope: Scope, scope_id: &Option<String>) -> String {
     format!("mem/scope/{}/", scope_segment(scope, scope_id))
+}
+
+fn slot_key(scope: Scope, scope_id: &Option<String>, key: &str, id: &str) -> String {
+    format!("{}{}", slot_prefix(scope, scope_id, key), keys::segment(id))
+}
+
+fn slot_prefix(scope: Scope, scope_id: &Option<String>, key: &str) -> String {
+    format!("mem/slot/{}/{}/", scope_segment(scope, scope_id), keys::segment(key))
 }
 
 fn fingerprint_key(scope: Scope, scope_id: &Option<String>, fingerprint: &str) -> String {
@@ -568,7 +572,7 @@ fn memory_revision_bump(db: &mut Db) -> Result<u64> {
 
 /// The ids of a scope's memories (at most one more than the ceiling, so callers can tell).
 fn members(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<String>> {
-    let entries: Vec<(String, Member)> = db.scan(&members_prefix(scope, scope_id), "", MAX_SELECTED + 1)?;
+    let entries: Vec<(String, Link)> = db.scan(&members_prefix(scope, scope_id), "", MAX_SELECTED + 1)?;
     Ok(entries.into_iter().map(|(_, m)| m.memory_id).collect())
 }
 
@@ -577,13 +581,17 @@ pub fn load(db: &mut Db, id: &str) -> Result<Option<(u64, MemoryRecord)>> {
     let Some((store_revision, record)) = db.get::<MemoryRecord>(&record_key(id))? else {
         return Ok(None);
     };
-    if let Some((_, tomb)) = db.get::<Tombstone>(&tombstone_key(id))? {
-        if record.revision <= tomb.revision {
-            // A replayed copy of a deleted memory: dead, whatever the store holds.
-            return Ok(None);
-        }
-    }
-    Ok(Some((store_revision, record)))
+    Ok(is_live(db, &record)?.then_some((store_revision, record)))
+}
+
+/// Every tombstone's memory id and the revision it buried.
+pub fn tombstones(db: &mut Db) -> Result<BTreeMap<String, u64>> {
+    Ok(db.scan::<Tombstone>("mem/tomb/", "", usize::MAX)?.into_iter().map(|(_, t)| (t.memory_id, t.revision)).collect())
+}
+
+/// False for a replayed copy of a deleted memory: dead, whatever the store holds.
+fn is_live(db: &mut Db, record: &MemoryRecord) -> Result<bool> {
+    Ok(db.get::<Tombstone>(&tombstone_key(&record.memory_id))?.is_none_or(|(_, tomb)| record.revision > tomb.revision))
 }
 
 /// The state a record is in at `now` (validity and retention applied).
@@ -636,8 +644,41 @@ fn save(db: &mut Db, store_revision: u64, record: &mut MemoryRecord, now: &Times
     record.digest = canonical::digest_bytes(record.content.as_bytes());
     record.validate()?;
     db.put(&record_key(&record.memory_id), record, Some(store_revision))?;
-    db.put(&member_key(record.scope, &record.scope_id, &record.memory_id), &Member { memory_id: record.memory_id.clone() }, None)?;
+    link(db, record)?;
     crate::recall::index(db, record)?;
+    Ok(())
+}
+
+/// A record's lookup entries: its scope membership, its slot, its fingerprint.
+fn links(record: &MemoryRecord) -> Result<Vec<String>> {
+    let mut out = vec![member_key(record.scope, &record.scope_id, &record.memory_id)];
+    if let Some(key) = &record.key {
+        out.push(slot_key(record.scope, &record.scope_id, key, &record.memory_id));
+    }
+    let fp = fingerprint(record.scope, &record.scope_id, &record.category, &record.key, &record.content)?;
+    out.push(fingerprint_key(record.scope, &record.scope_id, &fp));
+    Ok(out)
+}
+
+fn link(db: &mut Db, record: &MemoryRecord) -> Result<()> {
+    for key in links(record)? {
+        // A state change keeps the same entries; rewriting them would only churn revisions.
+        if db.get::<Link>(&key)?.is_some_and(|(_, l)| l.memory_id == record.memory_id) {
+            continue;
+        }
+        db.put(&key, &Link { memory_id: record.memory_id.clone() }, None)?;
+    }
+    Ok(())
+}
+
+/// Removes the lookup entries that point at this record (a fingerprint may
+/// have moved on to a newer record with the same text).
+fn unlink(db: &mut Db, record: &MemoryRecord) -> Result<()> {
+    for key in links(record)? {
+        if db.get::<Link>(&key)?.is_some_and(|(_, l)| l.memory_id == record.memory_id) {
+            db.remove(&key, None)?;
+        }
+    }
     Ok(())
 }
 
@@ -721,7 +762,8 @@ fn reinforce_confidence(old: f64, new: f64) -> f64 {
 fn same_slot(db: &mut Db, record: &MemoryRecord) -> Result<Vec<(u64, MemoryRecord)>> {
     let Some(key) = &record.key else { return Ok(Vec::new()) };
     let mut out = Vec::new();
-    for id in members(db, record.scope, &record.scope_id)? {
+    let slot: Vec<(String, Link)> = db.scan(&slot_prefix(record.scope, &record.scope_id, key), "", MAX_SELECTED)?;
+    for (_, Link { memory_id: id }) in slot {
         if id == record.memory_id {
             continue;
         }
@@ -805,12 +847,17 @@ pub fn propose(db: &mut Db, request: ProposeRequest) -> Result<ProposeResponse> 
     if request.candidates.is_empty() || request.candidates.len() > MAX_CANDIDATES {
         return Err(KernelError::limit(format!("a proposal carries 1..={MAX_CANDIDATES} candidates")));
     }
-    let mut receipts = Vec::with_capacity(request.candidates.len());
-    for candidate in request.candidates {
-        receipts.push(propose_one(db, candidate, request.authority.as_ref(), &request.now)?);
-    }
-    memory_revision_bump(db)?;
+    let receipts = propose_all(db, request.candidates, request.authority.as_ref(), &request.now)?;
     Ok(ProposeResponse { receipts, schema_version: 1 })
+}
+
+/// Proposes candidates in order, then advances the memory revision once.
+pub fn propose_all(db: &mut Db, candidates: Vec<MemoryCandidate>, authority: Option<&Authority>, now: &Timestamp) -> Result<Vec<MemoryReceipt>> {
+    let receipts = candidates.into_iter().map(|c| propose_one(db, c, authority, now)).collect::<Result<Vec<_>>>()?;
+    if !receipts.is_empty() {
+        memory_revision_bump(db)?;
+    }
+    Ok(receipts)
 }
 
 fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Authority>, now: &Timestamp) -> Result<MemoryReceipt> {
@@ -843,7 +890,7 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
     let fp_key = fingerprint_key(candidate.scope, &candidate.scope_id, &fp);
 
     // A duplicate merges into the live record it duplicates.
-    if let Some((fp_rev, index)) = db.get::<FingerprintIndex>(&fp_key)? {
+    if let Some((_, index)) = db.get::<Link>(&fp_key)? {
         if let Some((rev, mut existing)) = load(db, &index.memory_id)? {
             if matches!(existing.state, MemoryState::Candidate | MemoryState::Active | MemoryState::Reinforced) {
                 let from = existing.state;
@@ -875,7 +922,6 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
                 return Ok(MemoryReceipt { conflicts: existing.conflicts_with.clone(), memory: existing, merged: true, schema_version: 1, superseded: Vec::new() });
             }
         }
-        let _ = fp_rev;
     }
 
     // A new record; a deleted one's id is never reused (its tombstone fences it).
@@ -931,7 +977,6 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
     if let Some(embedding) = &candidate.embedding {
         crate::recall::embed(db, &id, embedding)?;
     }
-    db.put(&fp_key, &FingerprintIndex { memory_id: id }, None)?;
     audit(db, &record, "proposed", None, authority, &now, None)?;
     let kind = if grounded { "memory.activated" } else { "memory.candidate.created" };
     events::emit(db, kind, &now, None, None, event_data(&record))?;
@@ -1026,6 +1071,7 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
             check_grounded(db, &request.authority, &[&content])?;
             // The previous version stays readable for the audit trail until deletion.
             db.put(&version_key(&record.memory_id, record.revision), &record, Some(0))?;
+            unlink(db, &record)?;
             record.content = content;
             "memory.corrected"
         }
@@ -1037,7 +1083,7 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
             if target == Scope::Global && !(request.allow_global && request.authority.kind == AuthorityKind::Management) {
                 return Err(KernelError::new(ErrorCode::ScopeDenied, "promotion to `global` needs management authority and allowGlobal"));
             }
-            db.remove(&member_key(record.scope, &record.scope_id, &record.memory_id), None)?;
+            unlink(db, &record)?;
             record.scope = target;
             record.scope_id = request.target_scope_id.clone();
             "memory.promoted"
@@ -1080,9 +1126,7 @@ fn bury(db: &mut Db, record: &MemoryRecord, store_revision: u64, authority: Auth
     };
     db.put(&tombstone_key(id), &tomb, None)?;
     db.remove(&record_key(id), Some(store_revision))?;
-    db.remove(&member_key(record.scope, &record.scope_id, id), None)?;
-    let fp = fingerprint(record.scope, &record.scope_id, &record.category, &record.key, &record.content)?;
-    db.remove(&fingerprint_key(record.scope, &record.scope_id, &fp), None)?;
+    unlink(db, record)?;
     let versions: Vec<(String, serde_json::Value)> = db.scan(&format!("mem/ver/{}/", keys::segment(id)), "", MAX_SELECTED)?;
     for (key, _) in &versions {
         db.remove(key, None)?;
@@ -1294,9 +1338,15 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
 
 /// Whether a memory may go to `sink` (sensitivity and allowed sinks).
 pub fn sink_permits(record: &MemoryRecord, sink: &str) -> bool {
-    if record.sensitivity >= Sensitivity::Secret {
-        let named: Vec<String> = record.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
+    permits(record.sensitivity, &record.allowed_sinks, sink)
+}
+
+/// Whether memories of this sensitivity and these allowed sinks may reach
+/// `sink`: a secret one only through a sink it names, never through `*`.
+pub fn permits(sensitivity: Sensitivity, allowed_sinks: &[String], sink: &str) -> bool {
+    if sensitivity >= Sensitivity::Secret {
+        let named: Vec<String> = allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
         return sink_allowed(&named, sink);
     }
-    sink_allowed(&record.allowed_sinks, sink)
+    sink_allowed(allowed_sinks, sink)
 }

@@ -34,6 +34,8 @@ pub const MAX_DIMENSIONS: usize = 4096;
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 const RRF_K: f64 = 60.0;
+/// No resident line is shorter than this (`- ` and one word).
+const MIN_LINE_TOKENS: u32 = 3;
 
 // ---- tokenization
 
@@ -259,49 +261,114 @@ struct Doc {
     embedding: Option<Vec<f32>>,
 }
 
+type ScopeKey = (Scope, Option<String>);
+
+/// One scope's part of the index. Recall reads only the shards of its
+/// admitted scopes, so nothing outside them is ever scored or counted.
+#[derive(Default)]
+struct Shard {
+    slots: BTreeSet<u32>,
+    total_length: u64,
+    /// term → (slot, term frequency), in slot order.
+    postings: BTreeMap<String, Vec<(u32, u32)>>,
+}
+
 /// The in-memory inverted index of one kernel instance. Never authority:
-/// checked against the memory revision at every call.
+/// checked against the memory revision at every call, and every result is
+/// re-read from its record before it is returned.
 #[derive(Default)]
 pub struct Index {
     revision: u64,
-    docs: BTreeMap<String, Doc>,
-    /// term → memory ids with their term frequencies.
-    postings: BTreeMap<String, BTreeMap<String, u32>>,
     loaded: bool,
+    docs: Vec<Option<Doc>>,
+    free: Vec<u32>,
+    slot_of: BTreeMap<String, u32>,
+    shards: BTreeMap<ScopeKey, Shard>,
+}
+
+/// Every stored embedding, by its memory's key segment (unreadable ones skipped:
+/// those memories are found lexically only).
+fn stored_embeddings(db: &mut Db) -> Result<BTreeMap<String, Vec<f32>>> {
+    let mut embeddings = BTreeMap::new();
+    for (key, bytes) in db.scan_bytes("mem/emb/", "", usize::MAX)? {
+        if let Ok(embedding) = serde_json::from_slice::<Embedding>(&bytes) {
+            embeddings.insert(key["mem/emb/".len()..].to_string(), embedding.vector);
+        }
+    }
+    Ok(embeddings)
+}
+
+/// `term:tf` pairs of a stored vector.
+fn term_pairs(terms: &str) -> impl Iterator<Item = (&str, u32)> {
+    terms.split(' ').filter_map(|pair| pair.rsplit_once(':').map(|(t, n)| (t, n.parse().unwrap_or(1))))
 }
 
 impl Index {
+    fn doc(&self, slot: u32) -> &Doc {
+        self.docs[slot as usize].as_ref().expect("a slot in a shard holds a document")
+    }
+
     fn remove_doc(&mut self, id: &str) {
-        if let Some(doc) = self.docs.remove(id) {
-            for pair in doc.vector.terms.split(' ').filter(|p| !p.is_empty()) {
-                let term = pair.rsplit_once(':').map_or(pair, |(t, _)| t);
-                if let Some(list) = self.postings.get_mut(term) {
-                    list.remove(id);
+        let Some(slot) = self.slot_of.remove(id) else { return };
+        let doc = self.docs[slot as usize].take().expect("an indexed slot holds a document");
+        let key = (doc.vector.scope, doc.vector.scope_id.clone());
+        if let Some(shard) = self.shards.get_mut(&key) {
+            shard.slots.remove(&slot);
+            shard.total_length -= u64::from(doc.vector.length);
+            for (term, _) in term_pairs(&doc.vector.terms) {
+                if let Some(list) = shard.postings.get_mut(term) {
+                    if let Ok(at) = list.binary_search_by_key(&slot, |&(s, _)| s) {
+                        list.remove(at);
+                    }
                     if list.is_empty() {
-                        self.postings.remove(term);
+                        shard.postings.remove(term);
                     }
                 }
             }
+            if shard.slots.is_empty() {
+                self.shards.remove(&key);
+            }
         }
+        self.free.push(slot);
     }
 
     fn add_doc(&mut self, vector: DocVector, embedding: Option<Vec<f32>>) {
-        let id = vector.memory_id.clone();
-        self.remove_doc(&id);
-        for pair in vector.terms.split(' ').filter(|p| !p.is_empty()) {
-            if let Some((term, n)) = pair.rsplit_once(':') {
-                self.postings.entry(term.to_string()).or_default().insert(id.clone(), n.parse().unwrap_or(1));
+        self.remove_doc(&vector.memory_id);
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.docs.push(None);
+            (self.docs.len() - 1) as u32
+        });
+        let shard = self.shards.entry((vector.scope, vector.scope_id.clone())).or_default();
+        shard.slots.insert(slot);
+        shard.total_length += u64::from(vector.length);
+        for (term, tf) in term_pairs(&vector.terms) {
+            match shard.postings.get_mut(term) {
+                // Slots mostly grow, so this is mostly a push.
+                Some(list) => {
+                    let at = list.partition_point(|&(s, _)| s < slot);
+                    list.insert(at, (slot, tf));
+                }
+                None => {
+                    shard.postings.insert(term.to_string(), vec![(slot, tf)]);
+                }
             }
         }
-        self.docs.insert(id, Doc { vector, embedding });
+        self.slot_of.insert(vector.memory_id.clone(), slot);
+        self.docs[slot as usize] = Some(Doc { vector, embedding });
+    }
+
+    /// The shards of the admitted scopes.
+    fn admitted<'a>(&'a self, scopes: &'a [ScopeRef]) -> impl Iterator<Item = &'a Shard> + 'a {
+        let keys: BTreeSet<ScopeKey> = scopes.iter().map(|s| (s.scope, s.scope_id.clone())).collect();
+        keys.into_iter().filter_map(|key| self.shards.get(&key))
     }
 
     /// The term vector and embedding of one memory, from the store; rebuilt
     /// from the record when the stored vector is missing or unreadable.
-    fn load_doc(&mut self, db: &mut Db, id: &str) -> Result<bool> {
+    fn load_doc(&mut self, db: &mut Db, id: &str) -> Result<()> {
         let Some((_, record)) = memory::load(db, id)? else {
             self.remove_doc(id);
-            return Ok(false);
+            return Ok(());
         };
         let vector = match db.get::<DocVector>(&doc_key(id)) {
             Ok(Some((_, v))) if v.memory_id == id => v,
@@ -309,7 +376,7 @@ impl Index {
         };
         let embedding = db.get::<Embedding>(&embedding_key(id)).ok().flatten().map(|(_, e)| e.vector);
         self.add_doc(vector, embedding);
-        Ok(true)
+        Ok(())
     }
 
     /// Brings the index to the store's memory revision. Returns true when it
@@ -331,18 +398,41 @@ impl Index {
             self.revision = revision;
             return Ok(false);
         }
-        // First load, or the index lost track of the records: rebuild from the records.
         *self = Index::default();
-        let records: Vec<(String, MemoryRecord)> = db.scan("mem/rec/", "", usize::MAX)?;
-        for (_, record) in records {
-            if memory::load(db, &record.memory_id)?.is_some() {
-                let embedding = db.get::<Embedding>(&embedding_key(&record.memory_id)).ok().flatten().map(|(_, e)| e.vector);
-                self.add_doc(vector_of(&record), embedding);
+        if consistent {
+            self.load_stored(db)?;
+        } else {
+            // The index lost track of the records: rebuild it from them.
+            let mut embeddings = stored_embeddings(db)?;
+            let tombstones = memory::tombstones(db)?;
+            for (_, record) in db.scan::<MemoryRecord>("mem/rec/", "", usize::MAX)? {
+                if tombstones.get(&record.memory_id).is_none_or(|&revision| record.revision > revision) {
+                    let embedding = embeddings.remove(&keys::segment(&record.memory_id));
+                    self.add_doc(vector_of(&record), embedding);
+                }
             }
         }
         self.revision = revision;
         self.loaded = true;
         Ok(!consistent)
+    }
+
+    /// A first load from the stored term vectors and embeddings; a vector
+    /// that does not read back is rebuilt from its record.
+    fn load_stored(&mut self, db: &mut Db) -> Result<()> {
+        let mut embeddings = stored_embeddings(db)?;
+        for (key, bytes) in db.scan_bytes("mem/idx/doc/", "", usize::MAX)? {
+            let segment = &key["mem/idx/doc/".len()..];
+            match serde_json::from_slice::<DocVector>(&bytes) {
+                Ok(vector) if keys::segment(&vector.memory_id) == segment => {
+                    let embedding = embeddings.remove(segment);
+                    self.add_doc(vector, embedding);
+                }
+                // Memory ids are their own key segments.
+                _ => self.load_doc(db, segment)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -431,16 +521,28 @@ pub struct RecallResponse {
 }
 }
 
-fn admitted(doc: &DocVector, scopes: &[ScopeRef]) -> bool {
-    scopes.iter().any(|s| s.scope == doc.scope && s.scope_id == doc.scope_id)
+#[derive(Clone, Copy, PartialEq)]
+enum Verdict {
+    Unseen,
+    Eligible,
+    Excluded,
+}
+
+/// A channel's best `depth` candidates, by score and then memory id.
+fn top(index: &Index, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
+    let order = |a: &(u32, f64), b: &(u32, f64)| {
+        b.1.total_cmp(&a.1).then_with(|| index.doc(a.0).vector.memory_id.cmp(&index.doc(b.0).vector.memory_id))
+    };
+    if list.len() > depth {
+        list.select_nth_unstable_by(depth, order);
+        list.truncate(depth);
+    }
+    list.sort_by(order);
+    list.into_iter().map(|(slot, _)| slot).collect()
 }
 
 fn doc_permits(doc: &DocVector, sink: &str) -> bool {
-    if doc.sensitivity >= Sensitivity::Secret {
-        let named: Vec<String> = doc.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
-        return crate::contracts::sink_allowed(&named, sink);
-    }
-    crate::contracts::sink_allowed(&doc.allowed_sinks, sink)
+    memory::permits(doc.sensitivity, &doc.allowed_sinks, sink)
 }
 
 fn current(doc: &DocVector, now_ms: i64) -> bool {
@@ -479,69 +581,76 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
     }
     let now_ms = request.now.unix_millis();
     let mut filtered: BTreeMap<String, u32> = BTreeMap::new();
+    let shards: Vec<&Shard> = index.admitted(&request.scopes).collect();
 
-    // Scope admission and the sink filter decide the candidate set before any scoring.
-    let query_terms: BTreeSet<String> = terms(&request.query).into_iter().collect();
-    let eligible = |doc: &DocVector, filtered: &mut BTreeMap<String, u32>| -> bool {
-        if !admitted(doc, &request.scopes) {
-            return false;
+    // Scope admission happened above (only admitted shards are read); the
+    // sink and time filters decide each candidate before it is scored.
+    let mut verdicts = vec![Verdict::Unseen; index.docs.len()];
+    let mut eligible = |slot: u32, filtered: &mut BTreeMap<String, u32>| -> bool {
+        let verdict = &mut verdicts[slot as usize];
+        if *verdict == Verdict::Unseen {
+            let doc = &index.doc(slot).vector;
+            let reason = if !doc_permits(doc, &request.sink) {
+                Some("sink-denied")
+            } else if !current(doc, now_ms) {
+                Some("not-current")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                *filtered.entry(reason.into()).or_default() += 1;
+            }
+            *verdict = if reason.is_some() { Verdict::Excluded } else { Verdict::Eligible };
         }
-        let reason = if !doc_permits(doc, &request.sink) {
-            "sink-denied"
-        } else if !current(doc, now_ms) {
-            "not-current"
-        } else {
-            return true;
-        };
-        *filtered.entry(reason.into()).or_default() += 1;
-        false
+        *verdict == Verdict::Eligible
     };
 
-    // Lexical: BM25 with statistics of the admitted documents.
-    let admitted_docs: Vec<&Doc> = index.docs.values().filter(|d| admitted(&d.vector, &request.scopes)).collect();
-    let n = admitted_docs.len() as f64;
-    let avg_len = if admitted_docs.is_empty() { 1.0 } else { admitted_docs.iter().map(|d| f64::from(d.vector.length)).sum::<f64>() / n };
-    let mut lexical: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut seen = BTreeSet::new();
+    // Lexical: BM25 with the statistics of the admitted scopes.
+    let n: f64 = shards.iter().map(|s| s.slots.len() as f64).sum();
+    let avg_len = if n == 0.0 { 1.0 } else { shards.iter().map(|s| s.total_length as f64).sum::<f64>() / n };
+    let query_terms: BTreeSet<String> = terms(&request.query).into_iter().collect();
+    let mut scores = vec![0f64; index.docs.len()];
+    let mut touched: Vec<u32> = Vec::new();
     for term in &query_terms {
-        let Some(list) = index.postings.get(term) else { continue };
-        let df = list.keys().filter(|id| index.docs.get(*id).is_some_and(|d| admitted(&d.vector, &request.scopes))).count() as f64;
+        let lists: Vec<&Vec<(u32, u32)>> = shards.iter().filter_map(|s| s.postings.get(term)).collect();
+        let df: f64 = lists.iter().map(|l| l.len() as f64).sum();
         if df == 0.0 {
             continue;
         }
         let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
-        for (id, tf) in list {
-            let doc = &index.docs[id].vector;
-            if !seen.contains(id.as_str()) {
-                seen.insert(id.as_str());
-                if !eligible(doc, &mut filtered) {
+        for list in lists {
+            for &(slot, tf) in list {
+                if !eligible(slot, &mut filtered) {
                     continue;
                 }
-            } else if !lexical.contains_key(id.as_str()) {
-                continue;
+                if scores[slot as usize] == 0.0 {
+                    touched.push(slot);
+                }
+                let tf = f64::from(tf);
+                let norm = K1 * (1.0 - B + B * f64::from(index.doc(slot).vector.length) / avg_len);
+                scores[slot as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
             }
-            let tf = f64::from(*tf);
-            let norm = K1 * (1.0 - B + B * f64::from(doc.length) / avg_len);
-            *lexical.entry(id.as_str()).or_default() += idf * tf * (K1 + 1.0) / (tf + norm);
         }
     }
+    let lexical: Vec<(u32, f64)> = touched.into_iter().map(|slot| (slot, scores[slot as usize])).collect();
 
     // Vector: cosine over the admitted, eligible memories with embeddings.
-    let mut vector: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut vector: Vec<(u32, f64)> = Vec::new();
     match &request.query_embedding {
         None => degraded.push("vector: no query embedding; lexical only".into()),
         Some(query) => {
             let mut wrong = 0;
-            for doc in &admitted_docs {
-                let Some(embedding) = &doc.embedding else { continue };
+            for &slot in shards.iter().flat_map(|s| s.slots.iter()) {
+                let Some(embedding) = &index.doc(slot).embedding else { continue };
                 if embedding.len() != query.len() {
                     wrong += 1;
                     continue;
                 }
-                if doc_permits(&doc.vector, &request.sink) && current(&doc.vector, now_ms) {
+                let doc = &index.doc(slot).vector;
+                if doc_permits(doc, &request.sink) && current(doc, now_ms) {
                     let score = cosine(query, embedding);
                     if score > 0.0 {
-                        vector.insert(doc.vector.memory_id.as_str(), score);
+                        vector.push((slot, score));
                     }
                 }
             }
@@ -551,16 +660,12 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
         }
     }
 
-    // Fusion (reciprocal ranks), then provenance and confidence.
-    let ranked = |scores: &BTreeMap<&str, f64>| -> Vec<String> {
-        let mut list: Vec<(&str, f64)> = scores.iter().map(|(k, v)| (*k, *v)).collect();
-        list.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-        list.into_iter().map(|(k, _)| k.to_string()).collect()
-    };
-    let mut fused: BTreeMap<String, (f64, Vec<String>)> = BTreeMap::new();
-    for (channel, list) in [("lexical", ranked(&lexical)), ("vector", ranked(&vector))] {
-        for (rank, id) in list.into_iter().enumerate() {
-            let entry = fused.entry(id).or_insert((0.0, Vec::new()));
+    // Fusion (reciprocal ranks over each channel's head), then provenance and confidence.
+    let depth = (request.k as usize * 8).max(64);
+    let mut fused: BTreeMap<&str, (f64, Vec<String>)> = BTreeMap::new();
+    for (channel, list) in [("lexical", lexical), ("vector", vector)] {
+        for (rank, slot) in top(index, list, depth).into_iter().enumerate() {
+            let entry = fused.entry(index.doc(slot).vector.memory_id.as_str()).or_insert((0.0, Vec::new()));
             entry.0 += 1.0 / (RRF_K + rank as f64 + 1.0);
             entry.1.push(channel.into());
         }
@@ -568,14 +673,14 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
     let mut scored: Vec<(String, f64, Vec<String>)> = fused
         .into_iter()
         .map(|(id, (score, channels))| {
-            let doc = &index.docs[&id].vector;
+            let doc = &index.doc(index.slot_of[id]).vector;
             let authority = match doc.authority {
                 Some(AuthorityKind::UserExplicit) => 1.0,
                 Some(AuthorityKind::Management) => 0.95,
                 _ => 0.9,
             };
             let adjusted = score * 1000.0 * (0.5 + 0.5 * doc.confidence) * authority * (0.9 + 0.1 * doc.importance);
-            (id, adjusted, channels)
+            (id.to_string(), adjusted, channels)
         })
         .collect();
     scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -589,7 +694,20 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
         if memories.len() as u32 >= request.k || budget == 0 {
             break;
         }
-        let Some((_, record)) = memory::load(db, &id)? else { continue };
+        // The record, not the index, has the last word.
+        let record = match memory::load(db, &id)? {
+            Some((_, record))
+                if request.scopes.iter().any(|s| s.scope == record.scope && s.scope_id == record.scope_id)
+                    && matches!(memory::effective_state(&record, &request.now), MemoryState::Active | MemoryState::Reinforced)
+                    && memory::sink_permits(&record, &request.sink) =>
+            {
+                record
+            }
+            _ => {
+                *filtered.entry("index-stale".into()).or_default() += 1;
+                continue;
+            }
+        };
         let own: BTreeSet<String> = terms(&record.content).into_iter().collect();
         let duplicate = chosen_terms.iter().any(|other| {
             let common = own.intersection(other).count() as f64;
@@ -681,10 +799,9 @@ pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Res
     let now_ms = request.now.unix_millis();
     let scopes = [ScopeRef { scope: request.scope, scope_id: request.scope_id.clone() }];
     let mut docs: Vec<&DocVector> = index
-        .docs
-        .values()
-        .map(|d| &d.vector)
-        .filter(|d| admitted(d, &scopes) && current(d, now_ms) && doc_permits(d, &request.sink) && d.sensitivity <= Sensitivity::Internal)
+        .admitted(&scopes)
+        .flat_map(|shard| shard.slots.iter().map(|&slot| &index.doc(slot).vector))
+        .filter(|d| current(d, now_ms) && doc_permits(d, &request.sink) && d.sensitivity <= Sensitivity::Internal)
         .collect();
     // Most important first, then most certain, then by id: stable.
     docs.sort_by(|a, b| b.importance.total_cmp(&a.importance).then(b.confidence.total_cmp(&a.confidence)).then(a.memory_id.cmp(&b.memory_id)));
@@ -693,7 +810,14 @@ pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Res
     let mut included = Vec::new();
     let mut digests = Vec::new();
     for doc in docs {
+        if tokens::estimate(&text) + MIN_LINE_TOKENS > request.max_tokens {
+            break;
+        }
+        // The record, not the index, has the last word.
         let Some((_, record)) = memory::load(db, &doc.memory_id)? else { continue };
+        if !matches!(memory::effective_state(&record, &request.now), MemoryState::Active | MemoryState::Reinforced) {
+            continue;
+        }
         let line = format!("\n- {}", record.content.split_whitespace().collect::<Vec<_>>().join(" "));
         if tokens::estimate(&(text.clone() + &line)) > request.max_tokens {
             continue;

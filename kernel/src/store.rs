@@ -156,13 +156,24 @@ impl<'s> Db<'s> {
     pub fn get<T: DeserializeOwned>(&mut self, key: &str) -> Result<Option<(u64, T)>> {
         match self.store.get(key).map_err(|e| KernelError::storage(format!("get `{key}`: {e}")))? {
             None => Ok(None),
-            Some(entry) => Ok(Some((entry.revision, decode(&entry)?))),
+            Some(entry) => Ok(Some((entry.revision, decode(&entry.key, &entry.value)?))),
         }
     }
 
     /// Every entry under `prefix` after `start_after`, decoded, in key order,
     /// stopping after `limit` entries.
     pub fn scan<T: DeserializeOwned>(&mut self, prefix: &str, start_after: &str, limit: usize) -> Result<Vec<(String, T)>> {
+        let raw = self.scan_bytes(prefix, start_after, limit)?;
+        raw.into_iter()
+            .map(|(key, value)| {
+                let decoded = decode(&key, &value)?;
+                Ok((key, decoded))
+            })
+            .collect()
+    }
+
+    /// `scan` without decoding, for callers that tolerate unreadable values.
+    pub fn scan_bytes(&mut self, prefix: &str, start_after: &str, limit: usize) -> Result<Vec<(String, Vec<u8>)>> {
         let mut out = Vec::new();
         let mut after = start_after.to_string();
         while out.len() < limit {
@@ -180,8 +191,7 @@ impl<'s> Db<'s> {
                     )));
                 }
                 after.clone_from(&entry.key);
-                let value = decode(&entry)?;
-                out.push((entry.key, value));
+                out.push((entry.key, entry.value));
             }
             if !full {
                 break;
@@ -237,10 +247,9 @@ impl<'s> Db<'s> {
     }
 }
 
-fn decode<T: DeserializeOwned>(entry: &Entry) -> Result<T> {
-    serde_json::from_slice(&entry.value).map_err(|e| {
-        KernelError::storage(format!("stored value at `{}` is not what this kernel wrote: {e}", entry.key))
-            .with_detail(json!({"key": entry.key}))
+fn decode<T: DeserializeOwned>(key: &str, value: &[u8]) -> Result<T> {
+    serde_json::from_slice(value).map_err(|e| {
+        KernelError::storage(format!("stored value at `{key}` is not what this kernel wrote: {e}")).with_detail(json!({"key": key}))
     })
 }
 

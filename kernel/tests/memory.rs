@@ -293,6 +293,21 @@ fn a_lost_index_is_rebuilt_from_the_records() {
 }
 
 #[test]
+fn the_record_not_the_index_has_the_last_word() {
+    let mut store = store_with_session(&["x"]);
+    let receipt = propose(&mut store, vec![candidate("the api gateway runs on port 8443", None, 1)], Some(admin()), NOW).unwrap();
+    let id = receipt[0]["memory"]["memoryId"].as_str().unwrap().to_string();
+    let vector_key = format!("mem/idx/doc/{id}");
+    let stale_vector = store.entries[&vector_key].clone();
+    decide(&mut store, &id, "archive", admin(), json!({})).unwrap();
+    // A replayed index write says the memory is still active.
+    store.entries.insert(vector_key, stale_vector);
+    let found = recall(&mut store, "gateway port", ledger());
+    assert!(found["memories"].as_array().unwrap().is_empty());
+    assert_eq!(found["filtered"]["index-stale"], 1);
+}
+
+#[test]
 fn the_vector_channel_fuses_and_degrades_gracefully() {
     let mut store = store_with_session(&["x"]);
     let mut a = candidate("the user enjoys hiking in the alps", None, 1);

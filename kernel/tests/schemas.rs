@@ -10,6 +10,7 @@ mod common;
 use common::*;
 use ctxkernel::commands::{InfoRequest, InfoResponse};
 use ctxkernel::compaction::{CompactRequest, CompactResponse, CompactionRecord, ContinueRequest, ReconcileRequest};
+use ctxkernel::consolidation::{ConsolidateRequest, ConsolidateResponse};
 use ctxkernel::content::{GetContentRequest, PutContentRequest, PutContentResponse};
 use ctxkernel::events::{ReadKernelEventsRequest, ReadKernelEventsResponse};
 use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};
@@ -52,6 +53,8 @@ fn schemas() -> Vec<(&'static str, Schema)> {
         ("read-kernel-events.response", schema_for!(ReadKernelEventsResponse)),
         ("propose-memory.request", schema_for!(ProposeRequest)),
         ("propose-memory.response", schema_for!(ProposeResponse)),
+        ("consolidate-memory.request", schema_for!(ConsolidateRequest)),
+        ("consolidate-memory.response", schema_for!(ConsolidateResponse)),
         ("decide-memory.request", schema_for!(DecideRequest)),
         ("memory-receipt", schema_for!(MemoryReceipt)),
         ("delete-memory.request", schema_for!(DeleteRequest)),
@@ -167,6 +170,8 @@ fn memory_messages_conform(store: &mut MemStore, session: &str, now: &str) {
     let deleted = checked(Command::DeleteMemory, "delete-memory", json!({"schemaVersion": 1, "now": now, "requestId": "r1", "subject": "team",
         "scope": "project", "scopeId": "demo", "selector": {"memoryIds": [id]}, "authority": {"kind": "management", "actor": "lead"}, "fence": 1}));
     assert_valid("deletion-receipt", &deleted);
+    let consolidated = checked(Command::ConsolidateMemory, "consolidate-memory", json!({"schemaVersion": 1, "now": now, "sessionId": session, "strategy": "rules"}));
+    assert_valid("consolidate-memory.response", &consolidated);
     let plan = checked(Command::PurgeMemory, "purge-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "dryRun": true}));
     assert_valid("purge-memory.response", &plan);
 }

@@ -5,6 +5,8 @@ import type {
   CompactContextRequest,
   CompactContextResponse,
   ContextPlan,
+  ConsolidateMemoryRequest,
+  ConsolidateMemoryResponse,
   ContinueOperationRequest,
   DecideMemoryRequest,
   DeleteMemoryRequest,
@@ -136,6 +138,7 @@ export type Command =
   | 'reconcile'
   | 'read-kernel-events'
   | 'propose-memory'
+  | 'consolidate-memory'
   | 'decide-memory'
   | 'delete-memory'
   | 'purge-memory'
@@ -161,11 +164,13 @@ export class Kernel {
   appendEvents(request: AppendEventsRequest): AppendEventsResponse;
   readEvents(request: ReadEventsRequest): ReadEventsResponse;
   compactContext(request: CompactContextRequest): CompactContextResponse;
-  continueOperation(request: ContinueOperationRequest): CompactContextResponse;
+  /** Answers an `awaiting-provider` operation: a compaction, or an extraction (`ext-…`). */
+  continueOperation(request: ContinueOperationRequest): CompactContextResponse | ConsolidateMemoryResponse;
   /** Settles an operation: a compaction (its receipt) or a deletion's replicas (`del-…`, its receipt). */
   reconcile(request: ReconcileRequest): CompactContextResponse | DeletionReceipt;
   readKernelEvents(request?: ReadKernelEventsRequest): ReadKernelEventsResponse;
   proposeMemory(request: ProposeMemoryRequest): ProposeMemoryResponse;
+  consolidateMemory(request: ConsolidateMemoryRequest): ConsolidateMemoryResponse;
   decideMemory(request: DecideMemoryRequest): MemoryReceipt;
   deleteMemory(request: DeleteMemoryRequest): DeletionReceipt;
   purgeMemory(request: PurgeMemoryRequest): PurgeMemoryResponse;
@@ -176,4 +181,6 @@ export class Kernel {
   getContent(request: GetContentRequest): Uint8Array;
   /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */
   compact(request: CompactContextRequest, provider?: Provider, options?: { clock?: () => string }): Promise<CompactContextResponse>;
+  /** Extracts candidate memories, awaiting `provider` when the kernel asks for an extraction. */
+  consolidate(request: ConsolidateMemoryRequest, provider?: Provider, options?: { clock?: () => string }): Promise<ConsolidateMemoryResponse>;
 }

@@ -28,6 +28,7 @@ export const COMMANDS = [
   'reconcile',
   'read-kernel-events',
   'propose-memory',
+  'consolidate-memory',
   'decide-memory',
   'delete-memory',
   'purge-memory',
@@ -174,6 +175,9 @@ export class Kernel {
   proposeMemory(request) {
     return this.#json('propose-memory', request);
   }
+  consolidateMemory(request) {
+    return this.#json('consolidate-memory', request);
+  }
   decideMemory(request) {
     return this.#json('decide-memory', request);
   }
@@ -210,8 +214,16 @@ export class Kernel {
    * `ProviderOutcomeUnknown` leaves the outcome unknown (`reconcile` it);
    * an `AbortError` cancels the operation.
    */
-  async compact(request, provider, { clock = now } = {}) {
-    let receipt = this.compactContext(request);
+  compact(request, provider, { clock = now } = {}) {
+    return this.#drive(this.compactContext(request), provider, clock);
+  }
+
+  /** Extracts candidate memories from a session, driving the provider loop like `compact`. */
+  consolidate(request, provider, { clock = now } = {}) {
+    return this.#drive(this.consolidateMemory(request), provider, clock);
+  }
+
+  async #drive(receipt, provider, clock) {
     while (receipt.status === 'awaiting-provider') {
       if (!provider) return receipt;
       let response;

@@ -56,3 +56,23 @@ test('the memory lifecycle through the component', () => {
   const settled = kernel.reconcile({ schemaVersion: 1, now: NOW, operationId: deletion.deletionId, replicas: [{ replica: 'laptop', deleted: true }] });
   assert.equal(settled.status, 'complete');
 });
+
+test('consolidation drives the provider loop and degrades to the rules', async () => {
+  const kernel = new Kernel(new MemoryStore());
+  said(kernel, 1, 'Please remember that staging runs in Frankfurt. Why is CI red?');
+  const request = { schemaVersion: 1, sessionId: 's1', now: NOW, strategy: 'provider', provider: { model: 'extractor', maxTokens: 300 } };
+  const asked = [];
+  const done = await kernel.consolidate(request, async (providerRequest) => {
+    asked.push(providerRequest);
+    const memories = [{ seq: 1, category: 'fact', content: 'staging runs in Frankfurt' }];
+    return { text: JSON.stringify({ memories }), usage: { inputTokens: 40, outputTokens: 12 } };
+  });
+  assert.equal(asked[0].model, 'extractor');
+  assert.equal(done.status, 'proposed');
+  assert.deepEqual(done.receipts.map((r) => [r.memory.content, r.memory.state]), [['staging runs in Frankfurt', 'candidate']]);
+  const degraded = await kernel.consolidate({ ...request, afterSeq: 0, provider: { model: 'other', maxTokens: 300 } }, async () => {
+    throw new Error('HTTP 503');
+  });
+  assert.equal(degraded.status, 'degraded');
+  assert.equal(degraded.receipts[0].merged, true, 'the rules found the same memory again');
+});

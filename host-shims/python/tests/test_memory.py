@@ -66,3 +66,27 @@ def test_generated_memory_types_describe_the_real_responses():
     recalled = kernel.recall_memory({"schemaVersion": 1, "now": NOW, "query": "pnpm", "scopes": [PROJECT], "sink": "model:test"})
     assert recalled["memories"]
     assert describes(recall_memory_response_schema.RecallResponse, recalled)
+
+
+def test_consolidation_drives_the_provider_loop_and_degrades_to_the_rules():
+    import json as _json
+
+    kernel = Kernel(MemoryStore())
+    said(kernel, 1, "Please remember that staging runs in Frankfurt. Why is CI red?")
+    request = {"schemaVersion": 1, "sessionId": "s1", "now": NOW, "strategy": "provider", "provider": {"model": "extractor", "maxTokens": 300}}
+
+    def extractor(provider_request):
+        assert provider_request["model"] == "extractor"
+        memories = [{"seq": 1, "category": "fact", "content": "staging runs in Frankfurt"}]
+        return {"text": _json.dumps({"memories": memories}), "usage": {"inputTokens": 40, "outputTokens": 12}}
+
+    done = kernel.consolidate(request, extractor)
+    assert done["status"] == "proposed"
+    assert [(r["memory"]["content"], r["memory"]["state"]) for r in done["receipts"]] == [("staging runs in Frankfurt", "candidate")]
+
+    def down(_):
+        raise RuntimeError("HTTP 503")
+
+    degraded = kernel.consolidate({**request, "provider": {"model": "other", "maxTokens": 300}}, down)
+    assert degraded["status"] == "degraded"
+    assert degraded["receipts"][0]["merged"] is True

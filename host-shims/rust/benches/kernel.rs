@@ -5,6 +5,9 @@
 //!
 //! Run with `make bench`.
 
+mod common;
+
+use common::{ms, percentiles};
 use ctxkernel_host::{Kernel as Component, MemoryStore};
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -126,16 +129,14 @@ fn measure(iterations: usize, mut f: impl FnMut()) -> (f64, f64) {
     for _ in 0..3 {
         f();
     }
-    let mut times: Vec<f64> = (0..iterations)
+    let times: Vec<f64> = (0..iterations)
         .map(|_| {
             let start = Instant::now();
             f();
             start.elapsed().as_secs_f64() * 1e3
         })
         .collect();
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let at = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
-    (at(0.50), at(0.95))
+    percentiles(times)
 }
 
 fn native(command: ctxkernel::Command, setup: &[String], request: &str, iterations: usize) -> Stats {
@@ -165,10 +166,6 @@ fn component(command: &str, setup: &[String], request: &str, iterations: usize, 
 
 fn mib(bytes: usize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
-}
-
-fn ms(x: f64) -> String {
-    format!("{x:.3} ms")
 }
 
 type Row = (String, usize, Stats, Stats);
@@ -222,9 +219,8 @@ fn fresh<S>(iterations: usize, mut setup: impl FnMut() -> S, mut run: impl FnMut
         run(&mut state);
         times.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    times.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let at = |q: f64| times[((times.len() as f64 * q).ceil() as usize).clamp(1, times.len()) - 1];
-    Stats { p50_ms: at(0.5), p95_ms: at(0.95), peak_bytes: PEAK.load(Ordering::Relaxed).saturating_sub(base) }
+    let (p50_ms, p95_ms) = percentiles(times);
+    Stats { p50_ms, p95_ms, peak_bytes: PEAK.load(Ordering::Relaxed).saturating_sub(base) }
 }
 
 fn compaction_section(runtime: &ctxkernel_host::Runtime) -> String {
@@ -299,35 +295,6 @@ fn compaction_section(runtime: &ctxkernel_host::Runtime) -> String {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let write = args.iter().position(|a| a == "--write").map(|i| args[i + 1].clone());
-    let only = args.iter().position(|a| a == "--only").map(|i| args[i + 1].clone());
     let runtime = ctxkernel_host::Runtime::new().unwrap();
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let machine = format!("Machine: {cpu}, {cores} cores; release builds, the component under wasmtime (Cranelift).\n\n");
-    let sections: [(&str, fn(&ctxkernel_host::Runtime) -> String); 2] =
-        [("planner", planner_section), ("compaction", compaction_section)];
-    let mut doc = write.as_ref().map(|path| std::fs::read_to_string(path).unwrap_or_default());
-    for (name, section) in sections {
-        if only.as_deref().is_some_and(|o| o != name) {
-            continue;
-        }
-        let out = format!("{machine}{}", section(&runtime));
-        println!("## {name}\n\n{out}");
-        if let Some(doc) = &mut doc {
-            let (begin, end) = (format!("<!-- {name}:begin -->\n"), format!("<!-- {name}:end -->"));
-            let (Some(a), Some(b)) = (doc.find(&begin), doc.find(&end)) else {
-                panic!("the document has no `{begin}` … `{end}` section");
-            };
-            *doc = format!("{}{begin}{out}{}", &doc[..a], &doc[b..]);
-        }
-    }
-    if let (Some(path), Some(doc)) = (write, doc) {
-        std::fs::write(&path, doc).unwrap();
-        eprintln!("updated {path}");
-    }
+    common::run_sections(&[("planner", &|| planner_section(&runtime)), ("compaction", &|| compaction_section(&runtime))]);
 }

@@ -33,7 +33,7 @@ pub const COMPONENT: &[u8] = include_bytes!(env!("CTXK_COMPONENT_PATH"));
 
 /// The kernel's JSON commands, as named in the WIT (`put-content` and
 /// `get-content` carry bytes and have their own methods).
-pub const COMMANDS: [&str; 15] = [
+pub const COMMANDS: [&str; 16] = [
     "info",
     "plan-context",
     "append-events",
@@ -43,6 +43,7 @@ pub const COMMANDS: [&str; 15] = [
     "reconcile",
     "read-kernel-events",
     "propose-memory",
+    "consolidate-memory",
     "decide-memory",
     "delete-memory",
     "purge-memory",
@@ -310,6 +311,7 @@ impl Kernel {
             "reconcile" => exports.call_reconcile(wasm, request),
             "read-kernel-events" => exports.call_read_kernel_events(wasm, request),
             "propose-memory" => exports.call_propose_memory(wasm, request),
+            "consolidate-memory" => exports.call_consolidate_memory(wasm, request),
             "decide-memory" => exports.call_decide_memory(wasm, request),
             "delete-memory" => exports.call_delete_memory(wasm, request),
             "purge-memory" => exports.call_purge_memory(wasm, request),
@@ -429,6 +431,10 @@ impl Kernel {
 
     pub fn propose_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
         self.call_json("propose-memory", request)
+    }
+
+    pub fn consolidate_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("consolidate-memory", request)
     }
 
     pub fn decide_memory(&mut self, request: &Value) -> Result<Value, KernelError> {

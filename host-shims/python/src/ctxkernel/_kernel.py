@@ -28,6 +28,7 @@ COMMANDS = (
     "reconcile",
     "read-kernel-events",
     "propose-memory",
+    "consolidate-memory",
     "decide-memory",
     "delete-memory",
     "purge-memory",
@@ -200,6 +201,9 @@ class Kernel:
     def propose_memory(self, request: dict) -> dict:
         return self._json("propose-memory", request)
 
+    def consolidate_memory(self, request: dict) -> dict:
+        return self._json("consolidate-memory", request)
+
     def decide_memory(self, request: dict) -> dict:
         return self._json("decide-memory", request)
 
@@ -231,7 +235,21 @@ class Kernel:
         for a summary. It returns `{"text": ..., "usage": {...}}`; raising is a
         failed call, `ProviderOutcomeUnknown` an unknown outcome (reconcile it),
         `ProviderCancelled` gives up."""
-        receipt = self.compact_context(request)
+        return self._drive(self.compact_context(request), provider, clock)
+
+    async def compact_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
+        """`compact` with an async provider."""
+        return await self._drive_async(self.compact_context(request), provider, clock)
+
+    def consolidate(self, request: dict, provider: Optional[Callable[[dict], dict]] = None, clock: Optional[Callable[[], str]] = None) -> dict:
+        """Extracts candidate memories from a session, calling `provider` like `compact`."""
+        return self._drive(self.consolidate_memory(request), provider, clock)
+
+    async def consolidate_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
+        """`consolidate` with an async provider."""
+        return await self._drive_async(self.consolidate_memory(request), provider, clock)
+
+    def _drive(self, receipt: dict, provider: Optional[Callable[[dict], dict]], clock: Optional[Callable[[], str]]) -> dict:
         while receipt["status"] == "awaiting-provider" and provider is not None:
             try:
                 answer, error = provider(receipt["providerRequest"]), None
@@ -240,9 +258,7 @@ class Kernel:
             receipt = self._settle(receipt, answer, error, clock)
         return receipt
 
-    async def compact_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
-        """`compact` with an async provider."""
-        receipt = self.compact_context(request)
+    async def _drive_async(self, receipt: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]]) -> dict:
         while receipt["status"] == "awaiting-provider":
             try:
                 answer, error = await provider(receipt["providerRequest"]), None

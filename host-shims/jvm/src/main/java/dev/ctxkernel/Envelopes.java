@@ -45,8 +45,18 @@ public interface Envelopes {
     record Recovery(String droppedDigest, long memoryRevision, String policyDigest, Head sessionHead, String sessionId,
             long tokens) {}
 
+    /** A response that may be waiting for the host's model. */
+    interface ProviderOperation {
+        String operationId();
+
+        ProviderRequest providerRequest();
+
+        String status();
+    }
+
     record CompactResponse(JsonNode compaction, Head head, String operationId, String previousOperationId,
-            ProviderRequest providerRequest, String reason, int schemaVersion, List<String> states, String status) {}
+            ProviderRequest providerRequest, String reason, int schemaVersion, List<String> states, String status)
+            implements ProviderOperation {}
 
     record ProviderRequest(int maxTokens, List<ProviderMessage> messages, String model) {}
 
@@ -67,6 +77,12 @@ public interface Envelopes {
             List<String> superseded) {}
 
     record ProposeResponse(List<MemoryReceipt> receipts, int schemaVersion) {}
+
+    record Skipped(String reason, long seq) {}
+
+    record ConsolidateResponse(String operationId, ProviderRequest providerRequest, String reason,
+            List<MemoryReceipt> receipts, long scannedToSeq, int schemaVersion, List<Skipped> skipped, String status)
+            implements ProviderOperation {}
 
     record PartReceipt(String memoryId, String status, String target) {}
 

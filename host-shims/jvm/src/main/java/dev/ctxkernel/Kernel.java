@@ -29,7 +29,7 @@ public final class Kernel {
     /** The kernel's JSON commands, as named in the WIT. */
     public static final List<String> COMMANDS = List.of(
             "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
-            "reconcile", "read-kernel-events", "propose-memory", "decide-memory", "delete-memory", "purge-memory",
+            "reconcile", "read-kernel-events", "propose-memory", "consolidate-memory", "decide-memory", "delete-memory", "purge-memory",
             "read-memory", "recall-memory", "resident-snapshot");
     private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
     static final ObjectMapper JSON = new ObjectMapper().disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
@@ -195,6 +195,10 @@ public final class Kernel {
         return call("propose-memory", request, Envelopes.ProposeResponse.class);
     }
 
+    public Envelopes.ConsolidateResponse consolidateMemory(Object request) {
+        return call("consolidate-memory", request, Envelopes.ConsolidateResponse.class);
+    }
+
     public Envelopes.MemoryReceipt decideMemory(Object request) {
         return call("decide-memory", request, Envelopes.MemoryReceipt.class);
     }
@@ -240,11 +244,25 @@ public final class Kernel {
 
     /** Compacts, asking {@code provider} whenever the kernel waits for a summary. */
     public Envelopes.CompactResponse compact(Object request, Provider provider, Supplier<String> clock) {
-        Envelopes.CompactResponse receipt = compactContext(request);
+        return drive(compactContext(request), Envelopes.CompactResponse.class, provider, clock);
+    }
+
+    /** {@link #compact(Object, Provider, Supplier)} on the wall clock. */
+    public Envelopes.CompactResponse compact(Object request, Provider provider) {
+        return compact(request, provider, () -> Instant.now().toString());
+    }
+
+    /** Extracts candidate memories from a session, asking {@code provider} when the kernel waits for one. */
+    public Envelopes.ConsolidateResponse consolidate(Object request, Provider provider, Supplier<String> clock) {
+        return drive(consolidateMemory(request), Envelopes.ConsolidateResponse.class, provider, clock);
+    }
+
+    /** Answers {@code awaiting-provider} operations until the kernel settles one. */
+    private <T extends Envelopes.ProviderOperation> T drive(T receipt, Class<T> type, Provider provider, Supplier<String> clock) {
         while ("awaiting-provider".equals(receipt.status()) && provider != null) {
             ObjectNode response = JSON.createObjectNode();
             try {
-                Provider.Answer answer = provider.summarize(receipt.providerRequest());
+                Provider.Answer answer = provider.complete(receipt.providerRequest());
                 response.put("outcome", "success").put("text", answer.text());
                 response.putObject("usage").put("inputTokens", answer.inputTokens()).put("outputTokens", answer.outputTokens());
             } catch (Provider.OutcomeUnknown e) {
@@ -257,13 +275,8 @@ public final class Kernel {
             ObjectNode next = JSON.createObjectNode().put("schemaVersion", 1).put("operationId", receipt.operationId())
                     .put("now", clock.get());
             next.set("response", response);
-            receipt = continueOperation(next);
+            receipt = call("continue-operation", next, type);
         }
         return receipt;
-    }
-
-    /** {@link #compact(Object, Provider, Supplier)} on the wall clock. */
-    public Envelopes.CompactResponse compact(Object request, Provider provider) {
-        return compact(request, provider, () -> Instant.now().toString());
     }
 }

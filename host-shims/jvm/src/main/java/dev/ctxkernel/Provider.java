@@ -1,13 +1,13 @@
 package dev.ctxkernel;
 
 /**
- * The host's model, asked for a summary when a provider-backed compaction is
- * {@code awaiting-provider}. Throwing is a failed call; {@link OutcomeUnknown}
+ * The host's model, asked when a provider-backed compaction or memory
+ * extraction is {@code awaiting-provider}. Throwing is a failed call; {@link OutcomeUnknown}
  * leaves the outcome unknown (reconcile it); {@link Cancelled} gives up.
  */
 @FunctionalInterface
 public interface Provider {
-    Answer summarize(Envelopes.ProviderRequest request) throws Exception;
+    Answer complete(Envelopes.ProviderRequest request) throws Exception;
 
     record Answer(String text, long inputTokens, long outputTokens) {}
 

@@ -91,4 +91,25 @@ class MemoryTest {
         strict.readValue(kernel.call("resident-snapshot", Kernel.JSON.writeValueAsString(inProject(Map.of("maxTokens", 100, "sink", "model:test")))),
                 Envelopes.ResidentSnapshot.class);
     }
+
+    @Test
+    void consolidationDrivesTheProviderLoopAndDegradesToTheRules() {
+        Kernel kernel = new Kernel(new MemoryStore());
+        said(kernel, 1, "Please remember that staging runs in Frankfurt. Why is CI red?");
+        Map<String, Object> request = new HashMap<>(Map.of("schemaVersion", 1, "sessionId", "s1", "now", NOW, "strategy", "provider",
+                "provider", Map.of("model", "extractor", "maxTokens", 300)));
+        var done = kernel.consolidate(request, ask -> {
+            assertEquals("extractor", ask.model());
+            return new Provider.Answer("{\"memories\": [{\"seq\": 1, \"category\": \"fact\", \"content\": \"staging runs in Frankfurt\"}]}", 40, 12);
+        }, () -> NOW);
+        assertEquals("proposed", done.status());
+        assertEquals("staging runs in Frankfurt", done.receipts().get(0).memory().content());
+        assertEquals("candidate", done.receipts().get(0).memory().state());
+        request.put("provider", Map.of("model", "other", "maxTokens", 300));
+        var degraded = kernel.consolidate(request, ask -> {
+            throw new IllegalStateException("HTTP 503");
+        }, () -> NOW);
+        assertEquals("degraded", degraded.status());
+        assertTrue(degraded.receipts().get(0).merged());
+    }
 }
