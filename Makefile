@@ -12,10 +12,10 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test bench eval clean
+.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test examples bench eval clean
 
 help:
-	@echo "make demo   build, then plan a long recorded session under a 32k window"
+	@echo "make demo   build, then replay a recorded 300-turn agent session through the kernel on every host"
 	@echo "make test   build, then run every test"
 	@echo "make bench  run the benchmarks and rewrite docs/BENCHMARKS.md"
 	@echo "make eval   the recall evaluation: ctxkernel against SQLite FTS5, hit@1 / hit@5"
@@ -36,13 +36,27 @@ component: toolchain
 build: component
 	$(CARGO) build --locked --release -p ctxkernel-host
 
-DEMO_STORE := build/demo.sqlite
-demo: build
-	@rm -f $(DEMO_STORE) $(DEMO_STORE)-wal $(DEMO_STORE)-shm
-	@echo "== appending the recorded session to $(DEMO_STORE)"
-	$(CTXK) --store $(DEMO_STORE) append examples/demo/session.json
-	@echo "== planning it under a 32k window"
-	$(CTXK) --store $(DEMO_STORE) plan --all examples/demo/plan-32k.json
+# The demo: a recorded 300-turn agent session replayed through `ctxk` on the
+# embedded SQLite store, then the same kernel calls through every host.
+DEMO := build/demo
+demo: build node python jvm
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@echo "== replaying examples/demo/agent-session.json through ctxk ($(DEMO)/store.sqlite)"
+	@$(CTXK) --store $(DEMO)/store.sqlite demo examples/demo/agent-session.json --record $(DEMO)/calls.json
+	@echo
+	@echo "== the same $$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["steps"]))' $(DEMO)/calls.json) kernel calls on every host (digest of responses + final store)"
+	@$(CTXK) parity --out $(DEMO)/rust $(DEMO)/calls.json
+	@node $(NODE)/scripts/parity.js --out $(DEMO)/node $(DEMO)/calls.json
+	@$(PY) -m ctxkernel.parity --out $(DEMO)/python $(DEMO)/calls.json
+	@java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(DEMO)/jvm $(DEMO)/calls.json
+	@for host in rust node python jvm; do \
+	  printf '  %-7s %s\n' $$host $$(cat $(DEMO)/$$host/demo.transcript.jsonl $(DEMO)/$$host/demo.dump.jsonl | sha256sum | cut -d' ' -f1); \
+	done | tee $(DEMO)/digests.txt
+	@[ "$$(awk '{print $$2}' $(DEMO)/digests.txt | sort -u | wc -l)" = 1 ] \
+	  && echo "  one digest: every host answered every call identically and wrote the same store" \
+	  || { echo "  the hosts disagree: compare $(DEMO)/*/demo.transcript.jsonl"; exit 1; }
+	@echo
+	@echo "Look around: $(CTXK) --store $(DEMO)/store.sqlite inspect memories | recall QUERY --scope project:ledger-service"
 
 # Node: the component transpiled by jco, typed from wit/schemas.
 NODE := host-shims/node
@@ -106,10 +120,18 @@ test: component node python jvm
 	cd $(NODE) && npm test --silent && npm run --silent typecheck
 	cd host-shims/python && ../../$(PY) -m pytest -q
 	cd $(JVM) && $(MVN) test
+	$(MAKE) --no-print-directory examples
 	@# `cargo test` built ctxk; reuse it rather than building wasmtime again.
 	$(MAKE) --no-print-directory parity-check
 
-bench: build
+# Each example on its host, with its own runner (the hosts are built by `test`).
+examples:
+	cd examples/vscode-extension && npm ci --no-audit --no-fund --loglevel=error && npm test --silent
+	cd examples/electron-app && npm ci --no-audit --no-fund --loglevel=error && npm test --silent
+	cd examples/python-sdk && ../../$(PY) -m pytest -q
+	cd examples/jetbrains-plugin && $(MVN) test
+
+bench: build node python jvm
 	$(CARGO) bench --locked -p ctxkernel-host --bench kernel -- --write $(CURDIR)/docs/BENCHMARKS.md
 	$(CARGO) bench --locked -p ctxkernel-host --bench memory -- --write $(CURDIR)/docs/BENCHMARKS.md
 

@@ -294,7 +294,84 @@ fn compaction_section(runtime: &ctxkernel_host::Runtime) -> String {
     out
 }
 
+/// One host's timing of a command: warm-up calls (a fifth of the iterations,
+/// at least three), then the timed calls, on a fresh in-memory kernel — the
+/// protocol every host's bench script follows.
+fn rust_host(command: &str, request: &str, iterations: usize, runtime: &ctxkernel_host::Runtime) -> (f64, f64) {
+    let mut kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
+    for _ in 0..(iterations / 5).max(3) {
+        kernel.call(command, request).unwrap();
+    }
+    let times = (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            kernel.call(command, request).unwrap();
+            start.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    percentiles(times)
+}
+
+/// Runs another host's bench script (built by `make node python jvm`).
+fn other_host(program: &str, args: &[&str], command: &str, file: &std::path::Path, iterations: usize) -> (f64, f64) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let output = std::process::Command::new(program)
+        .args(args)
+        .args([command, &file.display().to_string(), &iterations.to_string()])
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(output.status.success(), "{program} failed: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let timing: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{program} printed {line:?}: {e}"));
+    (timing["p50Ms"].as_f64().unwrap(), timing["p95Ms"].as_f64().unwrap())
+}
+
+fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
+    let dir = std::env::temp_dir().join(format!("ctxk-bench-hosts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let info = dir.join("info.json");
+    std::fs::write(&info, r#"{"schemaVersion":1}"#).unwrap();
+    let plan = dir.join("plan-10k.json");
+    std::fs::write(&plan, plan_request(Some(&session_items(10_000)), 32_768)).unwrap();
+    let classpath = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../jvm/target/classpath.txt")).unwrap_or_default();
+    let java_classpath = format!("host-shims/jvm/target/classes:{}", classpath.trim());
+    let hosts: [(&str, &str, Vec<&str>, f64); 3] = [
+        ("Node (jco)", "node", vec!["host-shims/node/scripts/bench.js"], 2.0),
+        ("Python (wasmtime-py)", "build/py/bin/python", vec!["-m", "ctxkernel.bench"], 2.0),
+        ("JVM (Chicory compiler)", "java", vec!["-cp", &java_classpath, "dev.ctxkernel.Bench"], 4.0),
+    ];
+    let (trivial_iterations, plan_iterations) = (2000, 30);
+    let rust_info = rust_host("info", r#"{"schemaVersion":1}"#, trivial_iterations, runtime);
+    let rust_plan = rust_host("plan-context", &std::fs::read_to_string(&plan).unwrap(), plan_iterations, runtime);
+    let mut out = format!(
+        "Every host runs the same component bytes. Trivial call: `info`, {trivial_iterations} calls. Plan: \
+         {:.1} MiB `plan-context` request with 10 000 inline items under a 32k window, {plan_iterations} calls. \
+         Each after warm-up calls, on a fresh in-memory store.\n\n\
+         | host | trivial call p50 | p95 | plan 10k p50 | p95 | plan 10k / Rust (p95) | goal |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n\
+         | Rust (wasmtime) | {} | {} | {} | {} | 1.00× | — |\n",
+        std::fs::metadata(&plan).unwrap().len() as f64 / (1 << 20) as f64,
+        ms(rust_info.0), ms(rust_info.1), ms(rust_plan.0), ms(rust_plan.1)
+    );
+    for (name, program, args, goal) in &hosts {
+        let trivial = other_host(program, args, "info", &info, trivial_iterations);
+        let planned = other_host(program, args, "plan-context", &plan, plan_iterations);
+        out.push_str(&format!(
+            "| {name} | {} | {} | {} | {} | {:.2}× | ≤ {goal:.0}× |\n",
+            ms(trivial.0), ms(trivial.1), ms(planned.0), ms(planned.1), planned.1 / rust_plan.1
+        ));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
 fn main() {
     let runtime = ctxkernel_host::Runtime::new().unwrap();
-    common::run_sections(&[("planner", &|| planner_section(&runtime)), ("compaction", &|| compaction_section(&runtime))]);
+    common::run_sections(&[
+        ("planner", &|| planner_section(&runtime)),
+        ("compaction", &|| compaction_section(&runtime)),
+        ("hosts", &|| hosts_section(&runtime)),
+    ]);
 }

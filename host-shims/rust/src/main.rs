@@ -1,5 +1,7 @@
 //! `ctxk`: the ctxkernel command line, over an embedded SQLite store.
 
+mod demo;
+mod inspect;
 mod parity;
 mod report;
 
@@ -81,6 +83,62 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         limit: u32,
     },
+    /// Recall memories for a query from the given scopes.
+    Recall {
+        query: String,
+        /// A scope to search, as `project:ID`, `user:ID`, `agent:ID`, `session:ID` or `global` (repeatable).
+        #[arg(long = "scope", required = true)]
+        scopes: Vec<String>,
+        #[arg(long, default_value_t = 5)]
+        k: u32,
+        /// Where the memories go; only memories allowed to reach it are returned.
+        #[arg(long, default_value = "model:cli")]
+        sink: String,
+    },
+    /// Remember a fact: propose it and activate it under your authority.
+    Remember {
+        content: String,
+        /// The memory's scope, as `project:ID`.
+        #[arg(long)]
+        scope: String,
+        /// A slot: a newer fact with the same key supersedes the older one.
+        #[arg(long)]
+        key: Option<String>,
+        #[arg(long, default_value = "fact")]
+        category: String,
+        /// Sinks the memory may reach (repeatable).
+        #[arg(long = "allow", default_value = "model:*")]
+        allowed_sinks: Vec<String>,
+        #[command(flatten)]
+        authority: AuthorityArgs,
+    },
+    /// Forget a memory: a fenced deletion with a receipt for every part.
+    Forget {
+        memory_id: String,
+        #[arg(long)]
+        scope: String,
+        /// A replica that must confirm the deletion (repeatable); pending until `reconcile`.
+        #[arg(long = "replica")]
+        replicas: Vec<String>,
+        #[command(flatten)]
+        authority: AuthorityArgs,
+    },
+    /// List what the store holds: sessions, memories, tombstones, operations or events.
+    Inspect {
+        #[arg(value_enum, default_value_t = inspect::What::Sessions)]
+        what: inspect::What,
+    },
+    /// Write every store entry to FILE as JSON lines.
+    Export { file: PathBuf },
+    /// Load an export into a new store.
+    Import { file: PathBuf },
+    /// Replay a recorded agent session (examples/demo/agent-session.json) and report.
+    Demo {
+        file: PathBuf,
+        /// Also write every kernel call made, as a parity fixture other hosts can replay.
+        #[arg(long)]
+        record: Option<PathBuf>,
+    },
     /// Run any kernel command with a raw JSON request; prints raw JSON.
     Call { command: String, file: Option<PathBuf> },
     /// Run parity fixtures (tests/parity) into transcripts and store dumps.
@@ -93,6 +151,55 @@ enum Command {
         read: Option<PathBuf>,
         fixtures: Vec<PathBuf>,
     },
+}
+
+/// Who decides: a named manager (`--actor`), or the user of a session whose
+/// latest message says so (`--session`).
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct AuthorityArgs {
+    #[arg(long)]
+    actor: Option<String>,
+    #[arg(long)]
+    session: Option<String>,
+}
+
+impl AuthorityArgs {
+    fn to_json(&self) -> Value {
+        match (&self.actor, &self.session) {
+            (Some(actor), _) => json!({"kind": "management", "actor": actor}),
+            (_, session) => json!({"kind": "user-explicit", "sessionId": session}),
+        }
+    }
+}
+
+/// `project:web` → `{"scope": "project", "scopeId": "web"}`; `global` alone.
+fn scope(text: &str) -> anyhow::Result<Value> {
+    let (name, id) = text.split_once(':').map_or((text, None), |(n, i)| (n, Some(i)));
+    if !["global", "project", "user", "agent", "session"].contains(&name) {
+        anyhow::bail!("`{text}` is not a scope (project:ID, user:ID, agent:ID, session:ID or global)");
+    }
+    Ok(match id {
+        Some(id) => json!({"scope": name, "scopeId": id}),
+        None => json!({"scope": name}),
+    })
+}
+
+/// The current time for `now`: the host, not the kernel, reads the clock.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
@@ -129,27 +236,78 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     if let Command::Parity { out, read, fixtures } = &cli.command {
         return Ok(parity::run(fixtures, out, read.as_deref())?);
     }
-    let store = SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?;
-    let mut kernel = Kernel::new(store)?;
+    // Only commands that write something may create a store; the others need one.
+    let creates = matches!(cli.command, Command::Append { .. } | Command::PutContent { .. } | Command::Remember { .. }
+        | Command::Demo { .. } | Command::Import { .. } | Command::Call { .. } | Command::Plan { .. });
+    if !creates && !cli.store.exists() {
+        return Err(anyhow::anyhow!("no store at {} (`ctxk append`, `ctxk import` or `make demo` create one)", cli.store.display()).into());
+    }
+    if let Command::Import { file } = &cli.command {
+        let count = inspect::import(&cli.store, file)?;
+        println!("imported {count} entries into {}", cli.store.display());
+        return Ok(());
+    }
+    let mut store = if matches!(cli.command, Command::Plan { .. }) && !cli.store.exists() {
+        // A plan of inline items needs no store file.
+        SqliteStore::in_memory()?
+    } else {
+        SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?
+    };
     match &cli.command {
-        Command::PutContent { file, mime_type, allowed_sinks, sensitivity, now } => {
-            let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-            let request = json!({"schemaVersion": 1, "mimeType": mime_type, "allowedSinks": allowed_sinks,
-                "sensitivity": sensitivity, "now": now});
-            let mut request = request;
-            if mime_type.is_none() {
-                request.as_object_mut().expect("an object").remove("mimeType");
-            }
-            println!("{}", kernel.put_content(&request.to_string(), &bytes)?);
+        Command::Inspect { what } => {
+            print!("{}", inspect::list(&mut store, *what, cli.json)?);
             return Ok(());
         }
-        Command::GetContent { object_id, sink, out } => {
-            let request = json!({"schemaVersion": 1, "objectId": object_id, "sink": sink});
-            let bytes = kernel.get_content(&request.to_string())?;
-            match out {
-                Some(path) => std::fs::write(path, &bytes).with_context(|| format!("cannot write {}", path.display()))?,
-                None => std::io::Write::write_all(&mut std::io::stdout(), &bytes).context("cannot write stdout")?,
+        Command::Export { file } => {
+            let count = inspect::export(&mut store, file)?;
+            eprintln!("exported {count} entries to {}", file.display());
+            return Ok(());
+        }
+        _ => {}
+    }
+    let mut kernel = Kernel::new(store)?;
+    // Touch the store through the kernel first: a foreign or damaged store fails here, cleanly.
+    kernel.info()?;
+    match &cli.command {
+        Command::Demo { file, record } => {
+            let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let session: Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
+            let outcome = demo::run(&mut kernel, &session, &mut |line| eprintln!("  {line}"))?;
+            if let Some(path) = record {
+                let fixture = serde_json::to_string(&outcome.fixture).context("the recorded fixture")?;
+                std::fs::write(path, fixture).with_context(|| format!("cannot write {}", path.display()))?;
             }
+            if cli.json {
+                println!("{}", json!({"report": outcome.report, "calls": outcome.fixture["steps"].as_array().map_or(0, Vec::len)}));
+            } else {
+                print!("{}", outcome.report);
+            }
+            return Ok(());
+        }
+        Command::Remember { content, scope: text, key, category, allowed_sinks, authority } => {
+            let target = scope(text)?;
+            let now = utc_now();
+            let mut candidate = json!({"category": category, "content": content, "scope": target["scope"], "allowedSinks": allowed_sinks,
+                "confidence": 0.9, "importance": 0.5, "provenance": {"origin": if authority.session.is_some() { "user" } else { "host" }},
+                // The evidence: the user's session, or this command line typed by a manager.
+                "evidenceRefs": [match &authority.session {
+                    Some(id) => json!({"kind": "session", "id": id}),
+                    None => json!({"kind": "host", "id": "ctxk"}),
+                }]});
+            if let Some(id) = target.get("scopeId") {
+                candidate["scopeId"] = id.clone();
+            }
+            if let Some(key) = key {
+                candidate["key"] = json!(key);
+            }
+            let proposed = kernel.call_json("propose-memory", &json!({"schemaVersion": 1, "now": now, "candidates": [candidate]}))?;
+            let mut decide = json!({"schemaVersion": 1, "now": now, "action": "activate", "authority": authority.to_json(),
+                "memoryId": proposed["receipts"][0]["memory"]["memoryId"], "scope": target["scope"]});
+            if let Some(id) = target.get("scopeId") {
+                decide["scopeId"] = id.clone();
+            }
+            let receipt = kernel.call_json("decide-memory", &decide)?;
+            print!("{}", if cli.json { format!("{receipt}\n") } else { report::memory_receipt(&receipt) });
             return Ok(());
         }
         _ => {}
@@ -168,8 +326,27 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::KernelEvents { after, limit } => {
             ("read-kernel-events", json!({"schemaVersion": 1, "afterSeq": after, "limit": limit}).to_string())
         }
+        Command::Recall { query, scopes, k, sink } => {
+            let scopes = scopes.iter().map(|s| scope(s)).collect::<anyhow::Result<Vec<_>>>()?;
+            let request = json!({"schemaVersion": 1, "now": utc_now(), "query": query, "scopes": scopes, "k": k, "sink": sink});
+            ("recall-memory", request.to_string())
+        }
+        Command::Forget { memory_id, scope: text, replicas, authority } => {
+            let target = scope(text)?;
+            let revision = kernel.info()?["store"]["memoryRevision"].as_u64().unwrap_or(0);
+            let mut request = json!({"schemaVersion": 1, "now": utc_now(), "requestId": format!("forget-{memory_id}"),
+                "subject": authority.actor.clone().or(authority.session.clone()), "scope": target["scope"],
+                "selector": {"memoryIds": [memory_id]}, "authority": authority.to_json(), "fence": revision, "replicas": replicas});
+            if let Some(id) = target.get("scopeId") {
+                request["scopeId"] = id.clone();
+            }
+            ("delete-memory", request.to_string())
+        }
         Command::Call { command, file } => (command.as_str(), read_request(file.as_ref())?),
-        Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. } => unreachable!("handled above"),
+        Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. } | Command::Inspect { .. }
+        | Command::Export { .. } | Command::Import { .. } | Command::Demo { .. } | Command::Remember { .. } => {
+            unreachable!("handled above")
+        }
     };
     let response = kernel.call(command, &request)?;
     if cli.json || matches!(cli.command, Command::Call { .. }) {
@@ -182,11 +359,14 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Plan { all, .. } => report::plan(&value, *all),
         Command::Append { .. } => report::appended(&value),
         Command::Events { .. } => report::events(&value),
+        Command::Reconcile { .. } if value.get("deletionId").is_some() => report::deletion(&value),
         Command::Compact { .. } | Command::Continue { .. } | Command::Reconcile { .. } => report::compaction(&value),
         Command::KernelEvents { .. } => report::kernel_events(&value),
-        Command::Call { .. } | Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. } => {
-            unreachable!("handled above")
-        }
+        Command::Recall { .. } => report::recall(&value),
+        Command::Forget { .. } => report::deletion(&value),
+        Command::Call { .. } | Command::PutContent { .. } | Command::GetContent { .. } | Command::Parity { .. }
+        | Command::Inspect { .. } | Command::Export { .. } | Command::Import { .. } | Command::Demo { .. }
+        | Command::Remember { .. } => unreachable!("handled above"),
     };
     print!("{text}");
     Ok(())

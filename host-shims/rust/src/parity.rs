@@ -161,7 +161,7 @@ fn resolve(value: &Value, responses: &[Value]) -> anyhow::Result<Value> {
     })
 }
 
-fn content(spec: &Value) -> anyhow::Result<Vec<u8>> {
+pub fn content(spec: &Value) -> anyhow::Result<Vec<u8>> {
     if let Some(text) = spec["text"].as_str() {
         return Ok(text.as_bytes().to_vec());
     }

@@ -211,3 +211,63 @@ pub fn kernel_events(v: &Value) -> String {
     }
     out
 }
+
+pub fn recall(v: &Value) -> String {
+    let mut out = String::new();
+    let memories = v["memories"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if memories.is_empty() {
+        out.push_str("nothing recalled\n");
+    }
+    for m in memories {
+        let evidence = &m["evidenceRefs"][0];
+        let source = match evidence["id"].as_str() {
+            Some(id) => format!("; from {} {id} event {}", s(&evidence["kind"]), n(&evidence["seq"])),
+            None => String::new(),
+        };
+        let _ = writeln!(out, "{}. {}", n(&m["rank"]), preview(s(&m["content"]), 100));
+        let _ = writeln!(
+            out,
+            "   {} · {} {} · {}{source} · matched by {}",
+            s(&m["memoryId"]),
+            s(&m["scope"]),
+            s(&m["scopeId"]),
+            s(&m["authority"]),
+            m["matchedBy"].as_array().into_iter().flatten().map(s).collect::<Vec<_>>().join("+")
+        );
+        for h in m["history"].as_array().into_iter().flatten() {
+            let _ = writeln!(out, "   was: {} (until {})", preview(s(&h["content"]), 80), s(&h["validTo"]));
+        }
+    }
+    let filtered: Vec<String> =
+        v["filtered"].as_object().into_iter().flatten().map(|(reason, count)| format!("{} {reason}", n(count))).collect();
+    if !filtered.is_empty() {
+        let _ = writeln!(out, "filtered: {}", filtered.join(", "));
+    }
+    out
+}
+
+pub fn memory_receipt(v: &Value) -> String {
+    let m = &v["memory"];
+    let mut out = format!("{} {} · {} {} · {}\n", s(&m["memoryId"]), s(&m["state"]), s(&m["scope"]), s(&m["scopeId"]), preview(s(&m["content"]), 80));
+    for id in v["superseded"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "supersedes {}", s(id));
+    }
+    for id in v["conflicts"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "conflicts with {} (both kept)", s(id));
+    }
+    out
+}
+
+pub fn deletion(v: &Value) -> String {
+    let mut out = format!("{} {} · {} matched\n", s(&v["deletionId"]), s(&v["status"]), n(&v["matched"]));
+    for part in v["receipts"].as_array().into_iter().flatten() {
+        let fields: Vec<String> = part
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), String::from)))
+            .collect();
+        let _ = writeln!(out, "  {}", fields.join(" "));
+    }
+    out
+}

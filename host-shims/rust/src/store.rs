@@ -166,6 +166,23 @@ impl SqliteStore {
         Ok(SqliteStore { conn })
     }
 
+    /// Loads exported entries, revisions included, into this store; it must be empty.
+    pub fn restore(&mut self, entries: &[Entry]) -> anyhow::Result<()> {
+        let tx = self.conn.transaction()?;
+        let existing: i64 = tx.query_row("SELECT count(*) FROM ctxk_entries", [], |r| r.get(0))?;
+        if existing != 0 {
+            anyhow::bail!("the store already holds {existing} entries; import into a new file");
+        }
+        {
+            let mut insert = tx.prepare("INSERT INTO ctxk_entries (key, revision, value) VALUES (?1, ?2, ?3)")?;
+            for e in entries {
+                insert.execute(rusqlite::params![e.key, e.revision as i64, e.value])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
     fn revision(&self, key: &str) -> Result<u64, String> {
         self.conn
             .prepare_cached("SELECT revision FROM ctxk_entries WHERE key = ?1")

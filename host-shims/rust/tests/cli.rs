@@ -99,6 +99,12 @@ fn a_shuffled_copy_of_the_demo_session_plans_to_the_same_digest() {
 fn failures_exit_non_zero_with_the_kernel_code() {
     let dir = temp("errors");
     let store = dir.join("store.sqlite");
+    let none = ctxk(&store, &["inspect"], None);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(stderr(&none).contains("no store at"), "{}", stderr(&none));
+    assert!(!store.exists(), "a command that only reads does not create a store");
+
+    assert!(ctxk(&store, &["append", "examples/demo/session.json"], None).status.success());
     let bad = ctxk(&store, &["plan", "-"], Some("{\"schemaVersion\": 1}"));
     assert_eq!(bad.status.code(), Some(1));
     assert!(stderr(&bad).contains("invalid-request"), "{}", stderr(&bad));
@@ -108,7 +114,6 @@ fn failures_exit_non_zero_with_the_kernel_code() {
     let body: Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(body["error"]["code"], "unsupported-schema");
 
-    assert!(ctxk(&store, &["append", "examples/demo/session.json"], None).status.success());
     let again = ctxk(&store, &["append", "examples/demo/session.json"], None);
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("stale"), "{}", stderr(&again));
@@ -135,4 +140,90 @@ fn info_and_events_read_the_store() {
     assert!(events.status.success());
     assert!(stdout(&events).contains("more after this page"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The demo replays a long session; every subcommand then works on its store.
+#[test]
+fn every_subcommand_works_on_the_demo_store() {
+    let dir = temp("tool");
+    let store = dir.join("demo.sqlite");
+    let fixture = dir.join("demo.json");
+    let demo = ctxk(&store, &["demo", "examples/demo/agent-session.json", "--record", fixture.to_str().unwrap()], None);
+    assert!(demo.status.success(), "{}", stderr(&demo));
+    let report = stdout(&demo);
+    for section in ["== compactions", "degraded", "== large tool output", "pending-interaction", "supersedes", "== recall", "complete — 1 matched"] {
+        assert!(report.contains(section), "the report lacks {section:?}:\n{report}");
+    }
+    let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    assert!(recorded["steps"].as_array().unwrap().len() > 300);
+
+    let run = |args: &[&str]| {
+        let out = ctxk(&store, args, None);
+        assert!(out.status.success(), "ctxk {args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    assert!(run(&["inspect", "sessions"]).contains("ledger-release"));
+    let memories: Value = serde_json::from_str(&run(&["--json", "inspect", "memories"])).unwrap();
+    let states: Vec<&str> = memories.as_array().unwrap().iter().map(|m| m["state"].as_str().unwrap()).collect();
+    assert!(states.contains(&"superseded") && states.contains(&"active"), "{states:?}");
+    assert!(run(&["inspect", "tombstones"]).contains("(1 tombstones)"));
+    let operations = run(&["inspect", "operations"]);
+    assert!(operations.contains("compaction") && operations.contains("extraction") && operations.contains("deletion"), "{operations}");
+    assert!(run(&["inspect", "events"]).contains("memory.superseded"));
+
+    let recalled = run(&["recall", "when do releases go out", "--scope", "project:ledger-service"]);
+    assert!(recalled.contains("Thursdays at 15:00") && recalled.contains("was: releases of ledger-service go out on Wednesdays"), "{recalled}");
+    let remembered: Value = serde_json::from_str(&run(&[
+        "--json", "remember", "the staging database is read-only on Fridays", "--scope", "project:ledger-service",
+        "--key", "staging.fridays", "--actor", "lead@ledger.example",
+    ]))
+    .unwrap();
+    assert_eq!(remembered["memory"]["state"], "active");
+    let id = remembered["memory"]["memoryId"].as_str().unwrap().to_string();
+    let forgotten = run(&["forget", &id, "--scope", "project:ledger-service", "--actor", "lead@ledger.example", "--replica", "backup"]);
+    assert!(forgotten.contains("partial") && forgotten.contains("replica:backup"), "{forgotten}");
+    let deletion_id = forgotten.split_whitespace().next().unwrap().to_string();
+    let settle = format!(r#"{{"schemaVersion":1,"now":"2026-06-01T10:00:00Z","operationId":"{deletion_id}","replicas":[{{"replica":"backup","deleted":true}}]}}"#);
+    let settled = ctxk(&store, &["reconcile", "-"], Some(&settle));
+    assert!(stdout(&settled).contains("complete"), "{}", stderr(&settled));
+    assert!(run(&["recall", "staging database Fridays", "--scope", "project:ledger-service"]).contains("nothing recalled"));
+
+    let model = r#""model":{"profile":"local-32k","window":32768,"reservedOutput":4096,"safetyMargin":1024},"sink":"model:local","now":"2025-12-01T15:00:00Z""#;
+    let planned = ctxk(&store, &["plan", "-"], Some(&format!(r#"{{"schemaVersion":1,"sessionId":"ledger-fix",{model}}}"#)));
+    assert!(stdout(&planned).contains("pending-interaction"), "{}", stderr(&planned));
+    let compacted = ctxk(&store, &["--json", "compact", "-"], Some(&format!(r#"{{"schemaVersion":1,"sessionId":"ledger-fix","strategy":"local",{model}}}"#)));
+    let receipt: Value = serde_json::from_str(&stdout(&compacted)).unwrap();
+    assert!(["committed", "not-needed"].contains(&receipt["status"].as_str().unwrap()), "{receipt}");
+    assert!(run(&["events", "--session", "ledger-release"]).contains("forget"));
+    assert!(run(&["kernel-events", "--limit", "5"]).contains("memory.activated"));
+
+    // Export, import into a new file, and the copy answers the same.
+    let export = dir.join("demo.jsonl");
+    run(&["export", export.to_str().unwrap()]);
+    let copy = dir.join("copy.sqlite");
+    let imported = ctxk(&copy, &["import", export.to_str().unwrap()], None);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let again = ctxk(&copy, &["import", export.to_str().unwrap()], None);
+    assert_eq!(again.status.code(), Some(2), "importing twice is refused");
+    let original = run(&["--json", "recall", "when do releases go out", "--scope", "project:ledger-service"]);
+    let from_copy = stdout(&ctxk(&copy, &["--json", "recall", "when do releases go out", "--scope", "project:ledger-service"], None));
+    let strip = |text: &str| -> Value {
+        let mut v: Value = serde_json::from_str(text).unwrap();
+        v.as_object_mut().unwrap().remove("memoryRevision");
+        v
+    };
+    assert_eq!(strip(&original)["memories"], strip(&from_copy)["memories"]);
+
+    // A missing or damaged store fails with a message and a non-zero status.
+    for args in [vec!["inspect", "memories"], vec!["export", "x.jsonl"], vec!["recall", "q", "--scope", "global"]] {
+        let missing = ctxk(&dir.join("missing.sqlite"), &args, None);
+        assert_eq!(missing.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&missing).contains("no store at"), "{}", stderr(&missing));
+        let corrupt = dir.join("corrupt.sqlite");
+        std::fs::write(&corrupt, b"not a database at all").unwrap();
+        let damaged = ctxk(&corrupt, &args, None);
+        assert_eq!(damaged.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&damaged).contains("cannot open store"), "{}", stderr(&damaged));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

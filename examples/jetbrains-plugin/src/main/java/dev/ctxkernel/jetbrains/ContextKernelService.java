@@ -1,0 +1,211 @@
+package dev.ctxkernel.jetbrains;
+
+import dev.ctxkernel.Envelopes;
+import dev.ctxkernel.ErrorCode;
+import dev.ctxkernel.Kernel;
+import dev.ctxkernel.KernelException;
+import dev.ctxkernel.Provider;
+import dev.ctxkernel.SqliteStore;
+import dev.ctxkernel.Store;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Instant;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Supplier;
+
+/**
+ * The kernel of one open project, as a JetBrains project-level service holds
+ * it: one store file under the project's {@code .idea} folder, one kernel,
+ * and the IDE's own operations in the kernel's terms. Register it in
+ * {@code plugin.xml} as a {@code projectService} whose constructor takes the
+ * {@code Project} and passes its base path here; {@link #close()} is its
+ * {@code dispose()}.
+ *
+ * <p>The IDE chat's user actions ("remember this", "forget that") are written
+ * into the session first: the kernel accepts user-explicit authority only for
+ * what the user's latest message says.
+ */
+public final class ContextKernelService implements AutoCloseable {
+    private static final Map<String, Object> MODEL =
+            Map.of("profile", "ide-chat-32k", "window", 32_768, "reservedOutput", 4_096, "safetyMargin", 1_024);
+    /** Longest tool output kept inline in the session. */
+    private static final int INLINE_CHARS = 4_000;
+
+    private final SqliteStore store;
+    private final Kernel kernel;
+    private final String project;
+    private final String sessionId;
+    private final Supplier<String> clock;
+    private long head;
+
+    public ContextKernelService(Path projectDir, String sessionId, Supplier<String> clock) {
+        try {
+            Files.createDirectories(projectDir.resolve(".idea"));
+            this.store = new SqliteStore(projectDir.resolve(".idea").resolve("ctxkernel.sqlite").toString());
+        } catch (Exception e) {
+            throw new IllegalStateException("cannot open the project's ctxkernel store", e);
+        }
+        this.kernel = new Kernel(store);
+        this.project = projectDir.getFileName().toString().replaceAll("[^A-Za-z0-9._-]", "-");
+        this.sessionId = sessionId;
+        this.clock = clock;
+        this.head = headOf(kernel, sessionId);
+    }
+
+    /** Where a session's log ends; 0 for a session not started yet. */
+    private static long headOf(Kernel kernel, String sessionId) {
+        try {
+            return kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", sessionId, "limit", 1)).head().seq();
+        } catch (KernelException e) {
+            if (e.code() == ErrorCode.NOT_FOUND) {
+                return 0;
+            }
+            throw e;
+        }
+    }
+
+    public ContextKernelService(Path projectDir, String sessionId) {
+        this(projectDir, sessionId, () -> Instant.now().toString());
+    }
+
+    public Kernel kernel() {
+        return kernel;
+    }
+
+    /** Appends a chat message; returns the session's new head. */
+    public long record(String role, String text) {
+        return append(message(role, text));
+    }
+
+    /**
+     * A tool the assistant ran (a build, the tests): the call, then its output.
+     * A long output is stored once by its sha256 and referenced; the model sees
+     * the reference's summary (its head and tail, saying what is left out) and
+     * the full text stays one {@code get-content} away.
+     */
+    public long recordToolRun(String callId, String tool, String output, boolean succeeded) {
+        Map<String, Object> call = message("assistant", "Running " + tool + ".");
+        call.put("toolCalls", List.of(Map.of("callId", callId, "name", tool)));
+        append(call);
+        Map<String, Object> result = base("tool-evidence");
+        result.put("trust", "verified");
+        result.put("provenance", Map.of("origin", "tool"));
+        result.put("toolResult", Map.of("callId", callId, "outcome", succeeded ? "success" : "error"));
+        if (output.length() <= INLINE_CHARS) {
+            result.put("content", output);
+        } else {
+            result.put("contentRef", kernel.putContent(
+                    Map.of("schemaVersion", 1, "mimeType", "text/plain", "allowedSinks", List.of("model:*", "log"),
+                            "sensitivity", "internal", "now", clock.get()),
+                    output.getBytes(StandardCharsets.UTF_8)).contentRef());
+        }
+        return append(result);
+    }
+
+    /** The context of the next model call. */
+    public Envelopes.ContextPlan plan() {
+        return kernel.planContext(Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL, "sink", "model:ide",
+                "now", clock.get()));
+    }
+
+    /** Compacts the chat, with the IDE's model when given (else the kernel's local summary). */
+    public Envelopes.CompactResponse compact(Provider provider) {
+        Map<String, Object> request = new LinkedHashMap<>(Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL,
+                "sink", "model:ide", "strategy", provider == null ? "local" : "provider", "now", clock.get()));
+        if (provider != null) {
+            request.put("provider", Map.of("model", "ide-summarizer", "maxTokens", 800));
+        }
+        Envelopes.CompactResponse receipt = kernel.compact(request, provider, clock);
+        head = receipt.head().seq();
+        return receipt;
+    }
+
+    /** Remembers a project fact the user stated in the chat. */
+    public Envelopes.MemoryReceipt rememberProjectFact(String fact) {
+        record("user", "Remember for this project: " + fact);
+        Map<String, Object> candidate = Map.of("category", "fact", "content", fact, "scope", "project", "scopeId", project,
+                "confidence", 0.9, "importance", 0.6, "provenance", Map.of("origin", "user"),
+                "evidenceRefs", List.of(Map.of("kind", "session", "id", sessionId, "seq", head)));
+        String now = clock.get();
+        Envelopes.ProposeResponse proposed =
+                kernel.proposeMemory(Map.of("schemaVersion", 1, "now", now, "candidates", List.of(candidate)));
+        return kernel.decideMemory(Map.of("schemaVersion", 1, "now", now, "action", "activate",
+                "memoryId", proposed.receipts().get(0).memory().memoryId(), "scope", "project", "scopeId", project,
+                "authority", userExplicit()));
+    }
+
+    public Envelopes.RecallResponse recall(String query) {
+        return kernel.recallMemory(Map.of("schemaVersion", 1, "now", clock.get(), "query", query, "k", 5,
+                "scopes", List.of(Map.of("scope", "project", "scopeId", project)), "sink", "model:ide"));
+    }
+
+    /** The project's standing memories as one block for every prompt, under a token cap. */
+    public Envelopes.ResidentSnapshot projectSnapshot(int maxTokens) {
+        return kernel.residentSnapshot(Map.of("schemaVersion", 1, "now", clock.get(), "scope", "project", "scopeId", project,
+                "sink", "model:ide", "maxTokens", maxTokens));
+    }
+
+    /** Forgets a memory at the user's request; the receipt lists every removed part. */
+    public Envelopes.DeletionReceipt forget(String memoryId) {
+        record("user", "Forget memory " + memoryId);
+        long fence = recall(memoryId).memoryRevision();
+        return kernel.deleteMemory(Map.of("schemaVersion", 1, "now", clock.get(), "requestId", "forget-" + memoryId,
+                "subject", sessionId, "scope", "project", "scopeId", project, "selector", Map.of("memoryIds", List.of(memoryId)),
+                "authority", userExplicit(), "fence", fence));
+    }
+
+    public Store store() {
+        return store;
+    }
+
+    @Override
+    public void close() throws Store.StoreException {
+        store.close();
+    }
+
+    private Map<String, Object> userExplicit() {
+        return Map.of("kind", "user-explicit", "sessionId", sessionId);
+    }
+
+    private Map<String, Object> message(String role, String text) {
+        Map<String, Object> item = base("message");
+        item.put("role", role);
+        item.put("content", text);
+        item.put("trust", role.equals("user") ? "user" : "verified");
+        item.put("provenance", Map.of("origin", role.equals("user") ? "user" : "model"));
+        return item;
+    }
+
+    private Map<String, Object> base(String kind) {
+        long seq = head + 1;
+        Map<String, Object> item = new LinkedHashMap<>();
+        item.put("schemaVersion", 1);
+        item.put("itemId", String.format("%s-%06d", sessionId, seq));
+        item.put("kind", kind);
+        item.put("createdAt", clock.get());
+        item.put("sensitivity", "internal");
+        item.put("allowedSinks", List.of("model:*", "log"));
+        item.put("scope", "session");
+        item.put("priority", 0);
+        item.put("pinned", false);
+        item.put("sourceRef", Map.of("kind", "session", "id", sessionId, "seq", seq));
+        return item;
+    }
+
+    private long append(Map<String, Object> item) {
+        try {
+            head = kernel.appendEvents(Map.of("schemaVersion", 1, "sessionId", sessionId, "expectedHead", Map.of("seq", head),
+                    "items", List.of(item), "now", clock.get())).head().seq();
+            return head;
+        } catch (KernelException e) {
+            // Another IDE window wrote to this session: take its head and let the caller retry.
+            if (e.code() == ErrorCode.STALE) {
+                head = e.detail().path("currentHead").path("seq").asLong();
+            }
+            throw e;
+        }
+    }
+}
