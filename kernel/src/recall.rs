@@ -21,7 +21,7 @@ use crate::canonical::Timestamp;
 use crate::contracts::{check_id, check_version, AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity, SourceRef};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::memory;
-use crate::store::{keys, Db};
+use crate::store::{decode, keys, Db};
 use crate::tokens;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -290,11 +290,12 @@ pub struct Index {
 /// those memories are found lexically only).
 fn stored_embeddings(db: &mut Db) -> Result<BTreeMap<String, Vec<f32>>> {
     let mut embeddings = BTreeMap::new();
-    for (key, bytes) in db.scan_bytes("mem/emb/", "", usize::MAX)? {
-        if let Ok(embedding) = serde_json::from_slice::<Embedding>(&bytes) {
+    db.visit("mem/emb/", |key, bytes| {
+        if let Ok(embedding) = serde_json::from_slice::<Embedding>(bytes) {
             embeddings.insert(key["mem/emb/".len()..].to_string(), embedding.vector);
         }
-    }
+        Ok(())
+    })?;
     Ok(embeddings)
 }
 
@@ -405,12 +406,14 @@ impl Index {
             // The index lost track of the records: rebuild it from them.
             let mut embeddings = stored_embeddings(db)?;
             let tombstones = memory::tombstones(db)?;
-            for (_, record) in db.scan::<MemoryRecord>("mem/rec/", "", usize::MAX)? {
+            db.visit("mem/rec/", |key, bytes| {
+                let record: MemoryRecord = decode(key, bytes)?;
                 if tombstones.get(&record.memory_id).is_none_or(|&revision| record.revision > revision) {
                     let embedding = embeddings.remove(&keys::segment(&record.memory_id));
                     self.add_doc(vector_of(&record), embedding);
                 }
-            }
+                Ok(())
+            })?;
         }
         self.revision = revision;
         self.loaded = true;
@@ -421,16 +424,21 @@ impl Index {
     /// that does not read back is rebuilt from its record.
     fn load_stored(&mut self, db: &mut Db) -> Result<()> {
         let mut embeddings = stored_embeddings(db)?;
-        for (key, bytes) in db.scan_bytes("mem/idx/doc/", "", usize::MAX)? {
+        let mut unreadable = Vec::new();
+        db.visit("mem/idx/doc/", |key, bytes| {
             let segment = &key["mem/idx/doc/".len()..];
-            match serde_json::from_slice::<DocVector>(&bytes) {
+            match serde_json::from_slice::<DocVector>(bytes) {
                 Ok(vector) if keys::segment(&vector.memory_id) == segment => {
                     let embedding = embeddings.remove(segment);
                     self.add_doc(vector, embedding);
                 }
                 // Memory ids are their own key segments.
-                _ => self.load_doc(db, segment)?,
+                _ => unreadable.push(segment.to_string()),
             }
+            Ok(())
+        })?;
+        for id in unreadable {
+            self.load_doc(db, &id)?;
         }
         Ok(())
     }

@@ -200,6 +200,23 @@ impl<'s> Db<'s> {
         Ok(out)
     }
 
+    /// Hands every entry under `prefix` to `visit`, one page at a time, so a
+    /// pass over many entries never holds them all.
+    pub fn visit(&mut self, prefix: &str, mut visit: impl FnMut(&str, &[u8]) -> Result<()>) -> Result<()> {
+        let mut after = String::new();
+        loop {
+            let page = self.scan_bytes(prefix, &after, SCAN_PAGE as usize)?;
+            let done = page.len() < SCAN_PAGE as usize;
+            for (key, value) in &page {
+                visit(key, value)?;
+            }
+            match page.into_iter().last() {
+                Some((key, _)) if !done => after = key,
+                _ => return Ok(()),
+            }
+        }
+    }
+
     /// Raw bytes at `key` (for content chunks, which are not JSON).
     pub fn get_bytes(&mut self, key: &str) -> Result<Option<Vec<u8>>> {
         let entry = self.store.get(key).map_err(|e| KernelError::storage(format!("get `{key}`: {e}")))?;
@@ -247,7 +264,7 @@ impl<'s> Db<'s> {
     }
 }
 
-fn decode<T: DeserializeOwned>(key: &str, value: &[u8]) -> Result<T> {
+pub fn decode<T: DeserializeOwned>(key: &str, value: &[u8]) -> Result<T> {
     serde_json::from_slice(value).map_err(|e| {
         KernelError::storage(format!("stored value at `{key}` is not what this kernel wrote: {e}")).with_detail(json!({"key": key}))
     })
@@ -280,10 +297,11 @@ impl Store for MemStore {
 
     fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
         use std::ops::Bound;
+        // Start at the prefix itself when the cursor is before it, not at the first key.
+        let start = if start_after < prefix { Bound::Included(prefix) } else { Bound::Excluded(start_after) };
         Ok(self
             .entries
-            .range::<str, _>((Bound::Excluded(start_after), Bound::Unbounded))
-            .skip_while(|(k, _)| k.as_str() < prefix)
+            .range::<str, _>((start, Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .take(limit as usize)
             .map(|(key, (revision, value))| Entry { key: key.clone(), revision: *revision, value: value.clone() })

@@ -7,6 +7,7 @@
 //! hosts can replay exactly the same calls and show the same digest.
 
 use crate::parity;
+use crate::report::{self as render_report, n, preview, s};
 use anyhow::{bail, Context as _};
 use ctxkernel_host::Kernel;
 use serde_json::{json, Value};
@@ -54,14 +55,6 @@ pub struct Outcome {
     pub fixture: Value,
 }
 
-fn s(v: &Value) -> &str {
-    v.as_str().unwrap_or("")
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or(0)
-}
-
 /// Replays `demo` (agent-session.json); `progress` gets one line now and then.
 pub fn run(kernel: &mut Kernel, demo: &Value, progress: &mut dyn FnMut(&str)) -> anyhow::Result<Outcome> {
     let mut k = Recorder { kernel, steps: Vec::new() };
@@ -80,38 +73,7 @@ pub fn run(kernel: &mut Kernel, demo: &Value, progress: &mut dyn FnMut(&str)) ->
             let now = turn["now"].clone();
             report.turns += 1;
 
-            // The host owns the log: it numbers the items and stores large output by digest.
-            let mut items = Vec::new();
-            for (i, item) in turn["items"].as_array().context("items")?.iter().enumerate() {
-                let mut item = item.clone();
-                item["sourceRef"] = json!({"kind": "session", "id": id, "seq": head + i as u64 + 1});
-                if let Some(spec) = item.as_object_mut().and_then(|o| o.remove("contentSpec")) {
-                    let stored = k.put_content(
-                        json!({"schemaVersion": 1, "mimeType": "text/plain", "allowedSinks": ["model:*", "log"],
-                               "sensitivity": "internal", "now": now}),
-                        &spec,
-                    )?;
-                    let reference = &stored["contentRef"];
-                    report.externalized.push(format!(
-                        "{} ({:.1} MiB) → {} · {}",
-                        s(&item["itemId"]),
-                        n(&reference["byteLength"]) as f64 / (1 << 20) as f64,
-                        s(&reference["objectId"]),
-                        s(&reference["digest"])
-                    ));
-                    item.as_object_mut().expect("an item").remove("content");
-                    item["contentRef"] = reference.clone();
-                }
-                items.push(item);
-            }
-            if !items.is_empty() {
-                report.items += items.len();
-                let appended = k.call(
-                    "append-events",
-                    json!({"schemaVersion": 1, "sessionId": id, "expectedHead": {"seq": head}, "items": items, "now": now}),
-                )?;
-                head = n(&appended["head"]["seq"]);
-            }
+            head = append_turn(&mut k, &mut report, id, head, turn)?;
 
             if let Some(remember) = turn.get("remember") {
                 remember_fact(&mut k, &mut report, id, project, head, remember, &now)?;
@@ -177,6 +139,44 @@ pub fn run(kernel: &mut Kernel, demo: &Value, progress: &mut dyn FnMut(&str)) ->
         "steps": k.steps,
     });
     Ok(Outcome { report: render(&report), fixture })
+}
+
+/// Appends one turn's items. The host owns the log: it numbers the items and
+/// stores large output by digest before it enters the session.
+fn append_turn(k: &mut Recorder, report: &mut Report, id: &str, head: u64, turn: &Value) -> anyhow::Result<u64> {
+    let now = &turn["now"];
+    let mut items = Vec::new();
+    for (i, item) in turn["items"].as_array().context("items")?.iter().enumerate() {
+        let mut item = item.clone();
+        item["sourceRef"] = json!({"kind": "session", "id": id, "seq": head + i as u64 + 1});
+        if let Some(spec) = item.as_object_mut().and_then(|o| o.remove("contentSpec")) {
+            let stored = k.put_content(
+                json!({"schemaVersion": 1, "mimeType": "text/plain", "allowedSinks": ["model:*", "log"],
+                       "sensitivity": "internal", "now": now}),
+                &spec,
+            )?;
+            let reference = &stored["contentRef"];
+            report.externalized.push(format!(
+                "{} ({:.1} MiB) → {} · {}",
+                s(&item["itemId"]),
+                n(&reference["byteLength"]) as f64 / (1 << 20) as f64,
+                s(&reference["objectId"]),
+                s(&reference["digest"])
+            ));
+            item.as_object_mut().expect("an item").remove("content");
+            item["contentRef"] = reference.clone();
+        }
+        items.push(item);
+    }
+    if items.is_empty() {
+        return Ok(head);
+    }
+    report.items += items.len();
+    let appended = k.call(
+        "append-events",
+        json!({"schemaVersion": 1, "sessionId": id, "expectedHead": {"seq": head}, "items": items, "now": now}),
+    )?;
+    Ok(n(&appended["head"]["seq"]))
 }
 
 fn plan(k: &mut Recorder, demo: &Value, session: &str, now: &Value) -> anyhow::Result<Value> {
@@ -304,24 +304,7 @@ fn recall(k: &mut Recorder, report: &mut Report, query: &str, project: &str, age
         json!({"schemaVersion": 1, "query": query, "k": 3, "sink": sink, "now": now,
                "scopes": [{"scope": "project", "scopeId": project}, {"scope": "agent", "scopeId": agent}]}),
     )?;
-    report.recalls.push(format!("{query:?}"));
-    for m in recalled["memories"].as_array().into_iter().flatten() {
-        let evidence = &m["evidenceRefs"][0];
-        let history: Vec<String> =
-            m["history"].as_array().into_iter().flatten().map(|h| format!("was {:?} until {}", s(&h["content"]), s(&h["validTo"]))).collect();
-        report.recalls.push(format!(
-            "  {}. {:?} ({} {}; {}; from {} event {}; matched by {}){}",
-            n(&m["rank"]),
-            s(&m["content"]),
-            s(&m["scope"]),
-            s(&m["scopeId"]),
-            s(&m["authority"]),
-            s(&evidence["id"]),
-            n(&evidence["seq"]),
-            m["matchedBy"].as_array().map(|v| v.iter().map(s).collect::<Vec<_>>().join("+")).unwrap_or_default(),
-            if history.is_empty() { String::new() } else { format!("\n     {}", history.join("; ")) }
-        ));
-    }
+    report.recalls.push(format!("{query:?}\n{}", render_report::recall(&recalled).trim_end()));
     Ok(())
 }
 
@@ -349,11 +332,7 @@ fn forget_memory(k: &mut Recorder, report: &mut Report, session: &str, agent: &s
                "replicas": forget["replicas"].as_array().into_iter().flatten().map(|r| json!({"replica": r, "deleted": true})).collect::<Vec<_>>()}),
     )?;
     for (label, receipt) in [("requested", &deletion), ("after the replica confirmed", &settled)] {
-        report.deletion.push(format!("{} {label}: {} — {} matched", s(&receipt["deletionId"]), s(&receipt["status"]), n(&receipt["matched"])));
-        for part in receipt["receipts"].as_array().into_iter().flatten() {
-            let line = part.as_object().map(|o| o.iter().map(|(k, v)| format!("{k}={}", v.as_str().map_or(v.to_string(), String::from))).collect::<Vec<_>>().join(" ")).unwrap_or_default();
-            report.deletion.push(format!("    {line}"));
-        }
+        report.deletion.push(format!("{label}: {}", render_report::deletion(receipt).trim_end()));
     }
     let after = k.call(
         "recall-memory",
@@ -377,9 +356,7 @@ fn kept_and_why(plan: &Value) -> String {
         entry.0 += 1;
         entry.1 += n(&p["tokens"]);
         if reason != "selected" {
-            let content = s(&p["item"]["content"]);
-            let preview: String = content.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(70).collect();
-            must_keep.push(format!("    {:<18} {:<24} {preview}", reason, s(&p["itemId"])));
+            must_keep.push(format!("    {:<18} {:<24} {}", reason, s(&p["itemId"]), preview(s(&p["item"]["content"]), 70)));
         }
     }
     let mut out = format!(

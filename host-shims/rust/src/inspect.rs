@@ -1,6 +1,7 @@
 //! `ctxk inspect`, `export` and `import`: the store seen from outside the
 //! kernel, read through the same port the kernel uses.
 
+use crate::report::preview;
 use anyhow::Context as _;
 use ctxkernel_host::{Entry, HostStore, SqliteStore};
 use serde_json::{json, Value};
@@ -64,11 +65,6 @@ fn text(v: &Value) -> String {
         Value::Null => "—".into(),
         other => other.to_string(),
     }
-}
-
-fn preview(s: &str, width: usize) -> String {
-    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= width { flat } else { format!("{}…", flat.chars().take(width - 1).collect::<String>()) }
 }
 
 pub fn list(store: &mut SqliteStore, what: What, as_json: bool) -> anyhow::Result<String> {

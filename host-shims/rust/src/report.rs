@@ -7,16 +7,16 @@ use std::fmt::Write as _;
 /// The partitions in allocation order (JSON objects list them alphabetically).
 const PARTITIONS: [&str; 7] = ["system", "task", "tools", "conversation", "evidence", "memory", "reserve"];
 
-fn s(v: &Value) -> &str {
+pub fn s(v: &Value) -> &str {
     v.as_str().unwrap_or("")
 }
 
-fn n(v: &Value) -> u64 {
+pub fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
 /// One line of at most `width` characters.
-fn preview(text: &str, width: usize) -> String {
+pub fn preview(text: &str, width: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() <= width {
         flat

@@ -151,7 +151,7 @@ fn every_subcommand_works_on_the_demo_store() {
     let demo = ctxk(&store, &["demo", "examples/demo/agent-session.json", "--record", fixture.to_str().unwrap()], None);
     assert!(demo.status.success(), "{}", stderr(&demo));
     let report = stdout(&demo);
-    for section in ["== compactions", "degraded", "== large tool output", "pending-interaction", "supersedes", "== recall", "complete — 1 matched"] {
+    for section in ["== compactions", "degraded", "== large tool output", "pending-interaction", "supersedes", "== recall", "complete · 1 matched"] {
         assert!(report.contains(section), "the report lacks {section:?}:\n{report}");
     }
     let recorded: Value = serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
