@@ -56,7 +56,8 @@ demo: build node python jvm
 	  && echo "  one digest: every host answered every call identically and wrote the same store" \
 	  || { echo "  the hosts disagree: compare $(DEMO)/*/demo.transcript.jsonl"; exit 1; }
 	@echo
-	@echo "Look around: $(CTXK) --store $(DEMO)/store.sqlite inspect memories | recall QUERY --scope project:ledger-service"
+	@echo "Look around: $(CTXK) --store $(DEMO)/store.sqlite inspect memories (or sessions, tombstones, operations, events)"
+	@echo "            $(CTXK) --store $(DEMO)/store.sqlite recall \"when do releases go out\" --scope project:ledger-service"
 
 # Node: the component transpiled by jco, typed from wit/schemas.
 NODE := host-shims/node

@@ -136,9 +136,10 @@ export class SqliteStore {
     }
     this.#statements = {
       get: db.prepare('SELECT revision, value FROM ctxk_entries WHERE key = ?').safeIntegers(true),
-      scan: db
-        .prepare('SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?')
-        .safeIntegers(true),
+      // One lower bound per query, so SQLite seeks to it (with two it may
+      // seek to the prefix and step over every earlier page again).
+      scanFirst: db.prepare('SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key < ? ORDER BY key LIMIT ?').safeIntegers(true),
+      scanAfter: db.prepare('SELECT key, revision, value FROM ctxk_entries WHERE key > ? AND key < ? ORDER BY key LIMIT ?').safeIntegers(true),
       revision: db.prepare('SELECT revision FROM ctxk_entries WHERE key = ?').safeIntegers(true),
       upsert: db.prepare(
         'INSERT INTO ctxk_entries (key, revision, value) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value',
@@ -157,7 +158,8 @@ export class SqliteStore {
   }
 
   scan(prefix, startAfter, limit) {
-    const rows = this.#guard(() => this.#statements.scan.all(prefix, startAfter, prefixEnd(prefix), limit));
+    const [statement, from] = startAfter < prefix ? [this.#statements.scanFirst, prefix] : [this.#statements.scanAfter, startAfter];
+    const rows = this.#guard(() => statement.all(from, prefixEnd(prefix), limit));
     return rows.filter((r) => r.key.startsWith(prefix)).map((r) => ({ key: r.key, revision: r.revision, value: new Uint8Array(r.value) }));
   }
 

@@ -224,15 +224,17 @@ impl HostStore for SqliteStore {
     fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
         // Keys are ASCII, so DEL sorts after every key.
         let end = prefix_end(prefix).unwrap_or_else(|| "\u{7f}".into());
-        let mut statement = self
-            .conn
-            .prepare_cached(
-                "SELECT key, revision, value FROM ctxk_entries
-                 WHERE key >= ?1 AND key > ?2 AND key < ?3 ORDER BY key LIMIT ?4",
-            )
-            .map_err(|e| e.to_string())?;
+        // One lower bound per query, so SQLite seeks to it: with both
+        // `>= prefix` and `> start_after` it may seek to the prefix and
+        // step over every earlier page again.
+        let (sql, from) = if start_after < prefix {
+            ("SELECT key, revision, value FROM ctxk_entries WHERE key >= ?1 AND key < ?2 ORDER BY key LIMIT ?3", prefix)
+        } else {
+            ("SELECT key, revision, value FROM ctxk_entries WHERE key > ?1 AND key < ?2 ORDER BY key LIMIT ?3", start_after)
+        };
+        let mut statement = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
         let rows = statement
-            .query_map(params![prefix, start_after, end, limit], |r| {
+            .query_map(params![from, end, limit], |r| {
                 Ok(Entry { key: r.get(0)?, revision: r.get::<_, i64>(1)? as u64, value: r.get(2)? })
             })
             .map_err(|e| e.to_string())?;

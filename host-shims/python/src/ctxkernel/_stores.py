@@ -153,10 +153,13 @@ class SqliteStore:
         return Entry(key, row[0], bytes(row[1])) if row else None
 
     def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]:
-        rows = self._run(
-            "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?",
-            (prefix, start_after, _prefix_end(prefix), limit),
-        ).fetchall()
+        # One lower bound per query, so SQLite seeks to it (with two it may
+        # seek to the prefix and step over every earlier page again).
+        if start_after < prefix:
+            sql, start = "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key < ? ORDER BY key LIMIT ?", prefix
+        else:
+            sql, start = "SELECT key, revision, value FROM ctxk_entries WHERE key > ? AND key < ? ORDER BY key LIMIT ?", start_after
+        rows = self._run(sql, (start, _prefix_end(prefix), limit)).fetchall()
         return [Entry(k, r, bytes(v)) for (k, r, v) in rows if k.startswith(prefix)]
 
     def put(self, key: str, value: bytes, expected: Optional[int]) -> int:

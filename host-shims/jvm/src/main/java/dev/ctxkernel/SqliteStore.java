@@ -97,12 +97,16 @@ public final class SqliteStore implements Store, AutoCloseable {
     @Override
     public List<Entry> scan(String prefix, String startAfter, int limit) throws StoreException {
         return guard(() -> {
-            try (PreparedStatement p = db.prepareStatement(
-                    "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?")) {
-                p.setString(1, prefix);
-                p.setString(2, startAfter);
-                p.setString(3, prefixEnd(prefix));
-                p.setInt(4, limit);
+            // One lower bound per query, so SQLite seeks to it (with two it may
+            // seek to the prefix and step over every earlier page again).
+            boolean first = startAfter.compareTo(prefix) < 0;
+            String sql = first
+                    ? "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+                    : "SELECT key, revision, value FROM ctxk_entries WHERE key > ? AND key < ? ORDER BY key LIMIT ?";
+            try (PreparedStatement p = db.prepareStatement(sql)) {
+                p.setString(1, first ? prefix : startAfter);
+                p.setString(2, prefixEnd(prefix));
+                p.setInt(3, limit);
                 List<Entry> out = new ArrayList<>();
                 try (ResultSet r = p.executeQuery()) {
                     while (r.next()) {
