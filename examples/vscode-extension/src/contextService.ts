@@ -167,7 +167,6 @@ export class ContextService {
   /** Forgets one memory at the user's request; the receipt lists every part removed. */
   forget(memoryId: string): DeletionReceipt {
     this.record('user', `Forget memory ${memoryId}`);
-    const { memoryRevision } = this.recall(memoryId, 1);
     return this.kernel.deleteMemory({
       schemaVersion: 1,
       now: this.clock(),
@@ -178,7 +177,7 @@ export class ContextService {
       selector: { memoryIds: [memoryId] },
       authority: { kind: 'user-explicit', sessionId: this.options.sessionId },
       // The memory revision only grows: a replica replaying older writes cannot revive the memory.
-      fence: memoryRevision,
+      fence: this.kernel.info().store.memoryRevision,
     });
   }
 }

@@ -186,20 +186,9 @@ fn scope(text: &str) -> anyhow::Result<Value> {
 }
 
 /// The current time for `now`: the host, not the kernel, reads the clock.
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+fn utc_now() -> anyhow::Result<String> {
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0)?;
+    Ok(now.format(&time::format_description::well_known::Rfc3339)?)
 }
 
 fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
@@ -266,8 +255,6 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         _ => {}
     }
     let mut kernel = Kernel::new(store)?;
-    // Touch the store through the kernel first: a foreign or damaged store fails here, cleanly.
-    kernel.info()?;
     match &cli.command {
         Command::Demo { file, record } => {
             let text = std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -286,7 +273,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Remember { content, scope: text, key, category, allowed_sinks, authority } => {
             let target = scope(text)?;
-            let now = utc_now();
+            let now = utc_now()?;
             let mut candidate = json!({"category": category, "content": content, "scope": target["scope"], "allowedSinks": allowed_sinks,
                 "confidence": 0.9, "importance": 0.5, "provenance": {"origin": if authority.session.is_some() { "user" } else { "host" }},
                 // The evidence: the user's session, or this command line typed by a manager.
@@ -328,13 +315,13 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
         Command::Recall { query, scopes, k, sink } => {
             let scopes = scopes.iter().map(|s| scope(s)).collect::<anyhow::Result<Vec<_>>>()?;
-            let request = json!({"schemaVersion": 1, "now": utc_now(), "query": query, "scopes": scopes, "k": k, "sink": sink});
+            let request = json!({"schemaVersion": 1, "now": utc_now()?, "query": query, "scopes": scopes, "k": k, "sink": sink});
             ("recall-memory", request.to_string())
         }
         Command::Forget { memory_id, scope: text, replicas, authority } => {
             let target = scope(text)?;
             let revision = kernel.info()?["store"]["memoryRevision"].as_u64().unwrap_or(0);
-            let mut request = json!({"schemaVersion": 1, "now": utc_now(), "requestId": format!("forget-{memory_id}"),
+            let mut request = json!({"schemaVersion": 1, "now": utc_now()?, "requestId": format!("forget-{memory_id}"),
                 "subject": authority.actor.clone().or(authority.session.clone()), "scope": target["scope"],
                 "selector": {"memoryIds": [memory_id]}, "authority": authority.to_json(), "fence": revision, "replicas": replicas});
             if let Some(id) = target.get("scopeId") {

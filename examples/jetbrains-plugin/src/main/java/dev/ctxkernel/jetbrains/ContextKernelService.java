@@ -151,7 +151,8 @@ public final class ContextKernelService implements AutoCloseable {
     /** Forgets a memory at the user's request; the receipt lists every removed part. */
     public Envelopes.DeletionReceipt forget(String memoryId) {
         record("user", "Forget memory " + memoryId);
-        long fence = recall(memoryId).memoryRevision();
+        // The memory revision only grows: a replica replaying older writes cannot revive the memory.
+        long fence = kernel.info().store().memoryRevision();
         return kernel.deleteMemory(Map.of("schemaVersion", 1, "now", clock.get(), "requestId", "forget-" + memoryId,
                 "subject", sessionId, "scope", "project", "scopeId", project, "selector", Map.of("memoryIds", List.of(memoryId)),
                 "authority", userExplicit(), "fence", fence));
