@@ -11,7 +11,6 @@
 use crate::error::{KernelError, Result};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 
 /// Serializes a wire value to canonical JSON bytes.
 pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
@@ -49,10 +48,12 @@ pub fn digest_value<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 }
 
 fn hex_digest(hash: &[u8]) -> String {
-    let mut out = String::with_capacity(7 + 64);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(7 + 2 * hash.len());
     out.push_str("sha256:");
     for byte in hash {
-        let _ = write!(out, "{byte:02x}");
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 15)]));
     }
     out
 }

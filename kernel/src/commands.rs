@@ -355,6 +355,17 @@ impl Kernel {
 // make one function too large for the JVM host to compile.
 #[inline(never)]
 pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
+    // Most requests are well formed: decode without tracking paths, and
+    // only decode a failing one again to say where it failed.
+    match serde_json::from_str(request) {
+        Ok(value) => Ok(value),
+        Err(_) => explain::<T>(request),
+    }
+}
+
+/// The typed error for a request that does not decode as a `T`.
+#[inline(never)]
+fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
     let mut deserializer = serde_json::Deserializer::from_str(request);
     let error = match serde_path_to_error::deserialize::<_, T>(&mut deserializer) {
         Ok(value) => {

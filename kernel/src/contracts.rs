@@ -457,22 +457,33 @@ impl ContextItem {
     /// `id_salt` makes derived ids unique where identical items can recur
     /// (a session log passes its id and the event's sequence number).
     pub fn normalize(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
+        self.prepare(limits, id_salt)?;
+        if self.digest.is_none() {
+            self.digest = Some(self.content_digest());
+        }
+        Ok(())
+    }
+
+    /// [`normalize`](Self::normalize) but for hashing content nobody has
+    /// declared a digest for (unless the id is derived from it): the planner
+    /// hashes only what it keeps.
+    pub fn prepare(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
         check_version("context item", self.schema_version)?;
         self.validate(limits)?;
-        let digest = self.content_digest();
-        match &self.digest {
-            Some(given) if *given != digest => {
+        if let Some(given) = &self.digest {
+            let digest = self.content_digest();
+            if *given != digest {
                 return Err(KernelError::new(
                     ErrorCode::DigestMismatch,
                     format!("item `{}` declares digest {given} but its content hashes to {digest}", self.id()),
-                ))
+                ));
             }
-            _ => self.digest = Some(digest),
         }
         if self.token_estimate.is_none() {
             self.token_estimate = Some(tokens::estimate(self.visible_text()));
         }
         if self.item_id.is_none() {
+            self.digest = Some(self.content_digest());
             let identity = canonical::digest_value(&(id_salt, &*self))?;
             self.item_id = Some(canonical::derived_id("it", &identity));
         }

@@ -406,13 +406,14 @@ pub fn admit(request: &PlanRequest) -> Result<(PlanPolicy, u64)> {
     Ok((policy, input))
 }
 
-/// Normalizes inline items (deriving ids, digests and token estimates).
+/// Prepares inline items (checking them, deriving ids and token estimates);
+/// [`plan`] hashes the ones it keeps.
 pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<Vec<Candidate>> {
     let limits = ItemLimits { max_item_bytes: policy.max_item_bytes };
     items
         .into_iter()
         .map(|mut item| {
-            item.normalize(limits, "")?;
+            item.prepare(limits, "")?;
             let seq = item.source_ref.seq;
             Ok(Candidate { item: Rc::new(item), seq })
         })
@@ -784,6 +785,12 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
             }
         })
     });
+    for (entry, c) in entries.iter().zip(&mut candidates) {
+        if matches!(entry.decision, Some(Decision::Keep(_))) && c.item.digest.is_none() {
+            let digest = c.item.content_digest();
+            Rc::make_mut(&mut c.item).digest = Some(digest);
+        }
+    }
     let mut context = Vec::new();
     for unit in kept_units {
         let mut results = unit.results.clone();

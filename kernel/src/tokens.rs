@@ -14,23 +14,19 @@ pub fn estimate(text: &str) -> u32 {
         return 0;
     }
     let mut milli: u64 = 0;
-    let mut chars = text.chars().peekable();
+    let mut chars = Chars { text, at: 0 };
     while let Some(c) = chars.next() {
         match class(c) {
             Class::Latin => {
                 let mut len = 1u64;
                 let mut humps = 0u64;
                 let mut prev_lower = c.is_lowercase();
-                while let Some(&n) = chars.peek() {
-                    if class(n) != Class::Latin {
-                        break;
-                    }
+                while let Some(n) = chars.next_if(|n| class(n) == Class::Latin) {
                     if prev_lower && n.is_uppercase() {
                         humps += 1;
                     }
                     prev_lower = n.is_lowercase();
                     len += 1;
-                    chars.next();
                 }
                 milli += word_cost(len) + humps * 300;
             }
@@ -44,7 +40,7 @@ pub fn estimate(text: &str) -> u32 {
             Class::Space => {
                 let mut newline = c == '\n';
                 let mut len = 1u64;
-                while let Some(n) = chars.next_if(|n| class(*n) == Class::Space) {
+                while let Some(n) = chars.next_if(|n| class(n) == Class::Space) {
                     newline |= n == '\n';
                     len += 1;
                 }
@@ -61,6 +57,35 @@ pub fn estimate(text: &str) -> u32 {
         }
     }
     (milli.div_ceil(1000) as u32).max(1)
+}
+
+/// A char cursor that decodes ASCII, most of what it reads, without the
+/// general UTF-8 path.
+struct Chars<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl Chars<'_> {
+    fn peek(&self) -> Option<(char, usize)> {
+        let &byte = self.text.as_bytes().get(self.at)?;
+        if byte.is_ascii() {
+            return Some((char::from(byte), 1));
+        }
+        self.text[self.at..].chars().next().map(|c| (c, c.len_utf8()))
+    }
+
+    fn next(&mut self) -> Option<char> {
+        let (c, width) = self.peek()?;
+        self.at += width;
+        Some(c)
+    }
+
+    fn next_if(&mut self, accept: impl Fn(char) -> bool) -> Option<char> {
+        let (c, width) = self.peek().filter(|(c, _)| accept(*c))?;
+        self.at += width;
+        Some(c)
+    }
 }
 
 fn word_cost(len: u64) -> u64 {
@@ -81,6 +106,9 @@ enum Class {
 }
 
 fn class(c: char) -> Class {
+    if c.is_ascii() {
+        return ASCII[c as usize];
+    }
     match c {
         'a'..='z' | 'A'..='Z' => Class::Latin,
         '0'..='9' => Class::Digit,
@@ -105,6 +133,23 @@ fn class(c: char) -> Class {
         _ => Class::Symbol,
     }
 }
+
+/// `class` of every ASCII char, looked up rather than matched.
+const ASCII: [Class; 128] = {
+    let mut table = [Class::Symbol; 128];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = match b as u8 {
+            b'a'..=b'z' | b'A'..=b'Z' => Class::Latin,
+            b'0'..=b'9' => Class::Digit,
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => Class::Space,
+            b'!'..=b'/' | b':'..=b'@' | b'['..=b'`' | b'{'..=b'~' => Class::Punct,
+            _ => Class::Symbol,
+        };
+        b += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {
