@@ -39,8 +39,8 @@ const MIN_LINE_TOKENS: u32 = 3;
 
 // ---- tokenization
 
-fn stop_words() -> &'static BTreeSet<&'static str> {
-    static WORDS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+fn stop_words() -> &'static std::collections::HashSet<&'static str, rustc_hash::FxBuildHasher> {
+    static WORDS: OnceLock<std::collections::HashSet<&'static str, rustc_hash::FxBuildHasher>> = OnceLock::new();
     WORDS.get_or_init(|| {
         "a an and are as at be been but by can did do does for from had has have he her his how i if in into is it its \
          me my no not of on or our she so than that the their them then there these they this to was we were what when \
@@ -56,28 +56,49 @@ fn is_cjk(c: char) -> bool {
 
 fn stem(word: &str) -> String {
     static STEMMER: OnceLock<rust_stemmers::Stemmer> = OnceLock::new();
-    STEMMER.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English)).stem(word).into_owned()
+    thread_local! {
+        // A memo of a pure function: a vocabulary is far smaller than the
+        // words of the records, so re-indexing mostly looks stems up.
+        static STEMS: std::cell::RefCell<Lookup<String>> = Default::default();
+    }
+    STEMS.with_borrow_mut(|stems| {
+        if let Some(stemmed) = stems.get(word) {
+            return stemmed.clone();
+        }
+        if stems.len() >= MAX_MEMO_STEMS {
+            stems.clear();
+        }
+        let stemmed =
+            STEMMER.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English)).stem(word).into_owned();
+        stems.insert(word.to_string(), stemmed.clone());
+        stemmed
+    })
 }
 
+/// Most distinct words whose stems are remembered.
+const MAX_MEMO_STEMS: usize = 1 << 16;
+
 /// Splits an identifier at case changes and letter/digit boundaries.
-fn split_identifier(word: &str) -> Vec<String> {
-    let chars: Vec<char> = word.chars().collect();
+fn split_identifier(word: &str) -> Vec<&str> {
     let mut parts = Vec::new();
-    let mut current = String::new();
-    for (i, &c) in chars.iter().enumerate() {
-        let boundary = i > 0 && {
-            let p = chars[i - 1];
-            (p.is_lowercase() && c.is_uppercase())
+    let mut start = 0;
+    let mut previous: Option<char> = None;
+    let mut chars = word.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if let Some(p) = previous {
+            let next = chars.peek().map(|&(_, n)| n);
+            let boundary = (p.is_lowercase() && c.is_uppercase())
                 || (p.is_alphabetic() != c.is_alphabetic())
-                || (p.is_uppercase() && c.is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase()))
-        };
-        if boundary && !current.is_empty() {
-            parts.push(std::mem::take(&mut current));
+                || (p.is_uppercase() && c.is_uppercase() && next.is_some_and(char::is_lowercase));
+            if boundary {
+                parts.push(&word[start..i]);
+                start = i;
+            }
         }
-        current.push(c);
+        previous = Some(c);
     }
-    if !current.is_empty() {
-        parts.push(current);
+    if start < word.len() {
+        parts.push(&word[start..]);
     }
     parts
 }
@@ -85,56 +106,79 @@ fn split_identifier(word: &str) -> Vec<String> {
 /// The terms of a text, in order, with repeats (for term frequencies).
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut cjk = String::new();
-    let mut word = String::new();
-    let flush_cjk = |cjk: &mut String, out: &mut Vec<String>| {
-        let chars: Vec<char> = cjk.chars().collect();
-        if chars.len() == 1 {
-            out.push(chars[0].to_string());
-        }
-        for pair in chars.windows(2) {
-            out.push(pair.iter().collect());
-        }
-        cjk.clear();
-    };
-    // A word is a run of letters, digits and the joiners of code identifiers.
-    let flush_word = |word: &mut String, out: &mut Vec<String>| {
-        let whole = word.trim_matches(|c: char| !c.is_alphanumeric()).to_string();
-        word.clear();
-        if whole.is_empty() {
-            return;
-        }
-        let pieces: Vec<String> = whole
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|p| !p.is_empty())
-            .flat_map(split_identifier)
-            .map(|p| p.to_lowercase())
-            .collect();
-        let compound = pieces.len() > 1;
-        for piece in &pieces {
-            if !stop_words().contains(piece.as_str()) {
-                out.push(if piece.chars().all(|c| c.is_ascii_alphabetic()) { stem(piece) } else { piece.clone() });
+    // Words and CJK runs are stretches of the text, open from a byte offset.
+    let mut cjk: Option<usize> = None;
+    let mut word: Option<usize> = None;
+    for (i, c) in text.char_indices() {
+        if is_cjk(c) {
+            if let Some(start) = word.take() {
+                word_terms(&text[start..i], &mut out);
+            }
+            cjk.get_or_insert(i);
+        } else if c.is_alphanumeric() || (matches!(c, '_' | '.' | '/' | ':' | '-') && word.is_some()) {
+            if let Some(start) = cjk.take() {
+                cjk_terms(&text[start..i], &mut out);
+            }
+            word.get_or_insert(i);
+        } else {
+            if let Some(start) = cjk.take() {
+                cjk_terms(&text[start..i], &mut out);
+            }
+            if let Some(start) = word.take() {
+                word_terms(&text[start..i], &mut out);
             }
         }
-        if compound {
-            out.push(whole.to_lowercase());
+    }
+    if let Some(start) = cjk {
+        cjk_terms(&text[start..], &mut out);
+    }
+    if let Some(start) = word {
+        word_terms(&text[start..], &mut out);
+    }
+    out
+}
+
+/// A run of CJK: its overlapping bigrams, or the lone character.
+fn cjk_terms(run: &str, out: &mut Vec<String>) {
+    let bounds: Vec<usize> = run.char_indices().map(|(i, _)| i).chain([run.len()]).collect();
+    if bounds.len() == 2 {
+        out.push(run.to_string());
+    }
+    for w in bounds.windows(3) {
+        out.push(run[w[0]..w[2]].to_string());
+    }
+}
+
+/// A word: a run of letters, digits and the joiners of code identifiers.
+fn word_terms(word: &str, out: &mut Vec<String>) {
+    let whole = word.trim_matches(|c: char| !c.is_alphanumeric());
+    if whole.is_empty() {
+        return;
+    }
+    // Most words are plain English, lowercase or capitalized: one piece,
+    // no compound.
+    if whole.as_bytes()[0].is_ascii_alphabetic() && whole.bytes().skip(1).all(|b| b.is_ascii_lowercase()) {
+        let lower = whole.to_ascii_lowercase();
+        if !stop_words().contains(lower.as_str()) {
+            out.push(stem(&lower));
         }
-    };
-    for c in text.chars() {
-        if is_cjk(c) {
-            flush_word(&mut word, &mut out);
-            cjk.push(c);
-        } else if c.is_alphanumeric() || (matches!(c, '_' | '.' | '/' | ':' | '-') && !word.is_empty()) {
-            flush_cjk(&mut cjk, &mut out);
-            word.push(c);
-        } else {
-            flush_cjk(&mut cjk, &mut out);
-            flush_word(&mut word, &mut out);
+        return;
+    }
+    let pieces: Vec<String> = whole
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .flat_map(split_identifier)
+        .map(str::to_lowercase)
+        .collect();
+    let compound = pieces.len() > 1;
+    for piece in &pieces {
+        if !stop_words().contains(piece.as_str()) {
+            out.push(if piece.chars().all(|c| c.is_ascii_alphabetic()) { stem(piece) } else { piece.clone() });
         }
     }
-    flush_cjk(&mut cjk, &mut out);
-    flush_word(&mut word, &mut out);
-    out
+    if compound {
+        out.push(whole.to_lowercase());
+    }
 }
 
 // ---- the index in the store
@@ -186,11 +230,23 @@ struct Embedding {
 }
 
 fn vector_of(record: &MemoryRecord) -> DocVector {
-    let mut tf: BTreeMap<String, u32> = BTreeMap::new();
-    let text = format!("{} {} {} {} {}", record.content, record.summary.as_deref().unwrap_or(""), record.tags.join(" "), record.category, record.key.as_deref().unwrap_or(""));
-    let all = terms(&text);
-    for term in &all {
-        *tf.entry(term.clone()).or_default() += 1;
+    // A space ends every word, so the parts' terms are those of the parts joined.
+    let summary = record.summary.as_deref().unwrap_or("");
+    let tags = record.tags.iter().map(String::as_str);
+    let mut all: Vec<String> = Vec::new();
+    for part in [record.content.as_str(), summary].into_iter().chain(tags).chain([record.category.as_str(), record.key.as_deref().unwrap_or("")]) {
+        all.extend(terms(part));
+    }
+    let mut sorted: Vec<&str> = all.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let mut pairs = String::with_capacity(sorted.len() * 8);
+    for run in sorted.chunk_by(|a, b| a == b) {
+        if !pairs.is_empty() {
+            pairs.push(' ');
+        }
+        pairs.push_str(run[0]);
+        pairs.push(':');
+        pairs.push_str(itoa::Buffer::new().format(run.len()));
     }
     let ttl_end = match (record.retention_policy.mode, record.retention_policy.ttl_seconds) {
         (crate::contracts::RetentionMode::Ttl, Some(ttl)) => Some(record.created_at.unix_millis().saturating_add(ttl as i64 * 1000)),
@@ -209,7 +265,7 @@ fn vector_of(record: &MemoryRecord) -> DocVector {
         scope_id: record.scope_id.clone(),
         sensitivity: record.sensitivity,
         state: record.state,
-        terms: tf.iter().map(|(t, n)| format!("{t}:{n}")).collect::<Vec<_>>().join(" "),
+        terms: pairs,
         until_ms: match (ttl_end, valid_end) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -264,9 +320,9 @@ struct Doc {
 type ScopeKey = (Scope, Option<String>);
 
 /// A map only ever looked up by key, never iterated, so its order cannot
-/// leak; hashed with fixed keys (no randomness), it spares the index the
-/// string comparisons of a tree over 100k terms and ids.
-type Lookup<V> = std::collections::HashMap<String, V, std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>>;
+/// leak; hashed without randomness (Fx), it spares the index the string
+/// comparisons of a tree over 100k terms and ids.
+type Lookup<V> = std::collections::HashMap<String, V, rustc_hash::FxBuildHasher>;
 
 /// One scope's part of the index. Recall reads only the shards of its
 /// admitted scopes, so nothing outside them is ever scored or counted.
@@ -278,6 +334,18 @@ struct Shard {
     postings: Lookup<Vec<(u32, u32)>>,
 }
 
+/// What scoring and filtering read of a document, kept dense by slot so a
+/// long posting list is scanned without chasing each document's pointers.
+#[derive(Clone, Copy)]
+struct Facts {
+    length: u32,
+    /// Its (sensitivity, allowed sinks), as an index into `Index::policies`.
+    policy: u32,
+    /// Current while `now` is before this (in ms; `i64::MIN` when its
+    /// state is not active, `i64::MAX` when it has no end).
+    current_until: i64,
+}
+
 /// The in-memory inverted index of one kernel instance. Never authority:
 /// checked against the memory revision at every call, and every result is
 /// re-read from its record before it is returned.
@@ -286,6 +354,12 @@ pub struct Index {
     revision: u64,
     loaded: bool,
     docs: Vec<Option<Doc>>,
+    /// By slot, beside `docs`.
+    facts: Vec<Facts>,
+    /// The distinct (sensitivity, allowed sinks) of the documents: few, so
+    /// a recall decides each once rather than once per document.
+    policies: Vec<(Sensitivity, Vec<String>)>,
+    policy_ids: Lookup<u32>,
     free: Vec<u32>,
     slot_of: Lookup<u32>,
     shards: BTreeMap<ScopeKey, Shard>,
@@ -340,16 +414,27 @@ impl Index {
 
     fn add_doc(&mut self, vector: DocVector, embedding: Option<Vec<f32>>) {
         self.remove_doc(&vector.memory_id);
+        let facts = Facts {
+            length: vector.length,
+            policy: self.policy_id(vector.sensitivity, &vector.allowed_sinks),
+            current_until: match vector.state {
+                MemoryState::Active | MemoryState::Reinforced => vector.until_ms.unwrap_or(i64::MAX),
+                _ => i64::MIN,
+            },
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.docs.push(None);
+            self.facts.push(facts);
             (self.docs.len() - 1) as u32
         });
+        self.facts[slot as usize] = facts;
         let shard = self.shards.entry((vector.scope, vector.scope_id.clone())).or_default();
         shard.slots.insert(slot);
         shard.total_length += u64::from(vector.length);
         for (term, tf) in term_pairs(&vector.terms) {
             match shard.postings.get_mut(term) {
-                // Slots mostly grow, so this is mostly a push.
+                // Slots mostly grow: mostly a push.
+                Some(list) if list.last().is_none_or(|&(last, _)| last < slot) => list.push((slot, tf)),
                 Some(list) => {
                     let at = list.partition_point(|&(s, _)| s < slot);
                     list.insert(at, (slot, tf));
@@ -361,6 +446,18 @@ impl Index {
         }
         self.slot_of.insert(vector.memory_id.clone(), slot);
         self.docs[slot as usize] = Some(Doc { vector, embedding });
+    }
+
+    fn policy_id(&mut self, sensitivity: Sensitivity, sinks: &[String]) -> u32 {
+        // Sinks have no control characters: NUL separates them.
+        let key = format!("{}\0{}", sensitivity as u8, sinks.join("\0"));
+        if let Some(&id) = self.policy_ids.get(&key) {
+            return id;
+        }
+        let id = self.policies.len() as u32;
+        self.policies.push((sensitivity, sinks.to_vec()));
+        self.policy_ids.insert(key, id);
+        id
     }
 
     /// The shards of the admitted scopes.
@@ -554,12 +651,17 @@ fn top(index: &Index, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
     list.into_iter().map(|(slot, _)| slot).collect()
 }
 
-fn doc_permits(doc: &DocVector, sink: &str) -> bool {
-    memory::permits(doc.sensitivity, &doc.allowed_sinks, sink)
-}
+impl Index {
+    /// By policy: may its documents reach `sink`?
+    fn permitted(&self, sink: &str) -> Vec<bool> {
+        self.policies.iter().map(|(sensitivity, sinks)| memory::permits(*sensitivity, sinks, sink)).collect()
+    }
 
-fn current(doc: &DocVector, now_ms: i64) -> bool {
-    matches!(doc.state, MemoryState::Active | MemoryState::Reinforced) && doc.until_ms.is_none_or(|until| now_ms < until)
+    /// Allowed to the sink (by `permitted`) and current at `now_ms`.
+    fn admits(&self, slot: u32, permitted: &[bool], now_ms: i64) -> bool {
+        let facts = self.facts[slot as usize];
+        permitted[facts.policy as usize] && now_ms < facts.current_until
+    }
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -598,14 +700,15 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
 
     // Scope admission happened above (only admitted shards are read); the
     // sink and time filters decide each candidate before it is scored.
+    let permitted = index.permitted(&request.sink);
     let mut verdicts = vec![Verdict::Unseen; index.docs.len()];
     let mut eligible = |slot: u32, filtered: &mut BTreeMap<String, u32>| -> bool {
         let verdict = &mut verdicts[slot as usize];
         if *verdict == Verdict::Unseen {
-            let doc = &index.doc(slot).vector;
-            let reason = if !doc_permits(doc, &request.sink) {
+            let facts = index.facts[slot as usize];
+            let reason = if !permitted[facts.policy as usize] {
                 Some("sink-denied")
-            } else if !current(doc, now_ms) {
+            } else if now_ms >= facts.current_until {
                 Some("not-current")
             } else {
                 None
@@ -640,7 +743,7 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
                     touched.push(slot);
                 }
                 let tf = f64::from(tf);
-                let norm = K1 * (1.0 - B + B * f64::from(index.doc(slot).vector.length) / avg_len);
+                let norm = K1 * (1.0 - B + B * f64::from(index.facts[slot as usize].length) / avg_len);
                 scores[slot as usize] += idf * tf * (K1 + 1.0) / (tf + norm);
             }
         }
@@ -659,8 +762,7 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
                     wrong += 1;
                     continue;
                 }
-                let doc = &index.doc(slot).vector;
-                if doc_permits(doc, &request.sink) && current(doc, now_ms) {
+                if index.admits(slot, &permitted, now_ms) {
                     let score = cosine(query, embedding);
                     if score > 0.0 {
                         vector.push((slot, score));
@@ -811,10 +913,13 @@ pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Res
     index.catch_up(db)?;
     let now_ms = request.now.unix_millis();
     let scopes = [ScopeRef { scope: request.scope, scope_id: request.scope_id.clone() }];
+    let permitted = index.permitted(&request.sink);
     let mut docs: Vec<&DocVector> = index
         .admitted(&scopes)
-        .flat_map(|shard| shard.slots.iter().map(|&slot| &index.doc(slot).vector))
-        .filter(|d| current(d, now_ms) && doc_permits(d, &request.sink) && d.sensitivity <= Sensitivity::Internal)
+        .flat_map(|shard| shard.slots.iter().copied())
+        .filter(|&slot| index.admits(slot, &permitted, now_ms))
+        .map(|slot| &index.doc(slot).vector)
+        .filter(|d| d.sensitivity <= Sensitivity::Internal)
         .collect();
     // Most important first, then most certain, then by id: stable.
     docs.sort_by(|a, b| b.importance.total_cmp(&a.importance).then(b.confidence.total_cmp(&a.confidence)).then(a.memory_id.cmp(&b.memory_id)));
