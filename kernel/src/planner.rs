@@ -352,7 +352,10 @@ pub struct PendingToolCall {
 contract! {
 /// What is needed to rebuild this context; always kept, charged to `reserve`.
 pub struct Recovery {
-    /// Digest over the dropped items: id, partition, reason, tokens.
+    /// sha256 over the dropped items in transcript order, each as its id's
+    /// UTF-8 bytes, a NUL (ids have no control characters), the ordinals
+    /// of its partition and drop reason as one byte each (in their declared
+    /// order), and its tokens as 8 little-endian bytes.
     pub dropped_digest: String,
     pub memory_revision: u64,
     pub policy_digest: String,
@@ -809,7 +812,9 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         }
     }
     let mut dropped: Vec<DroppedItem> = Vec::new();
-    let mut dropped_view: Vec<(&str, Partition, DropReason, u64)> = Vec::new();
+    // Thousands of items are dropped from a long session: their digest is
+    // over a compact form, not JSON (see `Recovery::dropped_digest`).
+    let mut dropped_bytes = Vec::new();
     for (entry, c) in entries.iter().zip(&candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
             dropped.push(DroppedItem {
@@ -819,10 +824,12 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 tokens: entry.tokens,
                 reason,
             });
-            dropped_view.push((c.item.id(), entry.partition, reason, entry.tokens));
+            dropped_bytes.extend_from_slice(c.item.id().as_bytes());
+            dropped_bytes.extend_from_slice(&[0, entry.partition as u8, reason as u8]);
+            dropped_bytes.extend_from_slice(&entry.tokens.to_le_bytes());
         }
     }
-    recovery.dropped_digest = canonical::digest_value(&dropped_view)?;
+    recovery.dropped_digest = canonical::digest_bytes(&dropped_bytes);
 
     let mut partitions = Vec::with_capacity(7);
     for p in PARTITIONS {
