@@ -20,6 +20,7 @@ use crate::session::{self, Head, ReadEventsRequest};
 use crate::store::{Db, Store};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -324,7 +325,11 @@ impl Kernel {
             }
             for event in events {
                 match (event.item, event.compaction) {
-                    (Some(item), _) => items.push(Candidate { item: Rc::new(item), seq: Some(event.seq) }),
+                    (Some(item), _) => {
+                        let canonical = RawValue::from_string(canonical::to_string(&item)?)
+                            .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
+                        items.push(Candidate { item: Rc::new(item), seq: Some(event.seq), canonical: Some(canonical.into()) })
+                    }
                     (None, Some(record)) => compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
                 }

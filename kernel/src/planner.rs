@@ -24,6 +24,7 @@ use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::Head;
 use crate::tokens;
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -318,7 +319,8 @@ pub struct PlannedItem {
     /// Claimed a more trusted partition than its trust allows.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub demoted: bool,
-    pub item: Rc<ContextItem>,
+    #[cfg_attr(feature = "schema", schemars(with = "ContextItem"))]
+    pub item: ItemBody,
     pub item_id: String,
     pub keep: KeepReason,
     pub partition: Partition,
@@ -373,6 +375,45 @@ pub struct Recovery {
 pub struct Candidate {
     pub item: Rc<ContextItem>,
     pub seq: Option<u64>,
+    /// The item's canonical JSON, when the session log already made it.
+    pub canonical: Option<Rc<RawValue>>,
+}
+
+/// A kept item in a plan. A stored item is written out from the canonical
+/// JSON its session log keeps rather than serialized again: the bodies are
+/// most of a long session's plan.
+#[derive(Debug, Clone)]
+pub struct ItemBody {
+    pub item: Rc<ContextItem>,
+    canonical: Option<Rc<RawValue>>,
+}
+
+impl std::ops::Deref for ItemBody {
+    type Target = ContextItem;
+    fn deref(&self) -> &ContextItem {
+        &self.item
+    }
+}
+
+impl PartialEq for ItemBody {
+    fn eq(&self, other: &Self) -> bool {
+        self.item == other.item
+    }
+}
+
+impl serde::Serialize for ItemBody {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        match &self.canonical {
+            Some(json) => json.serialize(serializer),
+            None => self.item.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ItemBody {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        Ok(ItemBody { item: Rc::new(ContextItem::deserialize(deserializer)?), canonical: None })
+    }
 }
 
 /// Everything a plan depends on besides the request's own fields.
@@ -418,7 +459,7 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .map(|mut item| {
             item.prepare(limits, "")?;
             let seq = item.source_ref.seq;
-            Ok(Candidate { item: Rc::new(item), seq })
+            Ok(Candidate { item: Rc::new(item), seq, canonical: None })
         })
         .collect()
 }
@@ -792,6 +833,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         if matches!(entry.decision, Some(Decision::Keep(_))) && c.item.digest.is_none() {
             let digest = c.item.content_digest();
             Rc::make_mut(&mut c.item).digest = Some(digest);
+            c.canonical = None;
         }
     }
     let mut context = Vec::new();
@@ -807,7 +849,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 tokens: entries[i].tokens,
                 keep,
                 demoted: entries[i].demoted,
-                item: Rc::clone(&candidates[i].item),
+                item: ItemBody { item: Rc::clone(&candidates[i].item), canonical: candidates[i].canonical.clone() },
             });
         }
     }
