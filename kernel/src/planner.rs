@@ -384,7 +384,7 @@ pub struct Candidate {
 /// most of a long session's plan.
 #[derive(Debug, Clone)]
 pub struct ItemBody {
-    pub item: Rc<ContextItem>,
+    item: Rc<ContextItem>,
     canonical: Option<Rc<RawValue>>,
 }
 

@@ -357,7 +357,8 @@ pub struct Index {
     /// By slot, beside `docs`.
     facts: Vec<Facts>,
     /// The distinct (sensitivity, allowed sinks) of the documents: few, so
-    /// a recall decides each once rather than once per document.
+    /// a recall decides each once rather than once per document. Not pruned
+    /// before the next full load: one entry per policy ever indexed.
     policies: Vec<(Sensitivity, Vec<String>)>,
     policy_ids: Lookup<u32>,
     free: Vec<u32>,
@@ -458,6 +459,17 @@ impl Index {
         self.policies.push((sensitivity, sinks.to_vec()));
         self.policy_ids.insert(key, id);
         id
+    }
+
+    /// By policy: may its documents reach `sink`?
+    fn permitted(&self, sink: &str) -> Vec<bool> {
+        self.policies.iter().map(|(sensitivity, sinks)| memory::permits(*sensitivity, sinks, sink)).collect()
+    }
+
+    /// Allowed to the sink (by `permitted`) and current at `now_ms`.
+    fn admits(&self, slot: u32, permitted: &[bool], now_ms: i64) -> bool {
+        let facts = self.facts[slot as usize];
+        permitted[facts.policy as usize] && now_ms < facts.current_until
     }
 
     /// The shards of the admitted scopes.
@@ -649,19 +661,6 @@ fn top(index: &Index, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
     }
     list.sort_by(order);
     list.into_iter().map(|(slot, _)| slot).collect()
-}
-
-impl Index {
-    /// By policy: may its documents reach `sink`?
-    fn permitted(&self, sink: &str) -> Vec<bool> {
-        self.policies.iter().map(|(sensitivity, sinks)| memory::permits(*sensitivity, sinks, sink)).collect()
-    }
-
-    /// Allowed to the sink (by `permitted`) and current at `now_ms`.
-    fn admits(&self, slot: u32, permitted: &[bool], now_ms: i64) -> bool {
-        let facts = self.facts[slot as usize];
-        permitted[facts.policy as usize] && now_ms < facts.current_until
-    }
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {

@@ -75,14 +75,18 @@ impl Chars<'_> {
         self.text[self.at..].chars().next().map(|c| (c, c.len_utf8()))
     }
 
-    fn next(&mut self) -> Option<char> {
-        let (c, width) = self.peek()?;
+    fn next_if(&mut self, accept: impl Fn(char) -> bool) -> Option<char> {
+        let (c, width) = self.peek().filter(|(c, _)| accept(*c))?;
         self.at += width;
         Some(c)
     }
+}
 
-    fn next_if(&mut self, accept: impl Fn(char) -> bool) -> Option<char> {
-        let (c, width) = self.peek().filter(|(c, _)| accept(*c))?;
+impl Iterator for Chars<'_> {
+    type Item = char;
+
+    fn next(&mut self) -> Option<char> {
+        let (c, width) = self.peek()?;
         self.at += width;
         Some(c)
     }
