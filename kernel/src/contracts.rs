@@ -464,9 +464,9 @@ impl ContextItem {
         Ok(())
     }
 
-    /// [`normalize`](Self::normalize) but for hashing content nobody has
-    /// declared a digest for (unless the id is derived from it): the planner
-    /// hashes only what it keeps.
+    /// [`normalize`](Self::normalize) without hashing content that declares
+    /// no digest (unless its id is derived, which covers the digest): the
+    /// planner hashes only the items it keeps.
     pub fn prepare(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
         check_version("context item", self.schema_version)?;
         self.validate(limits)?;
