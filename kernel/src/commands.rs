@@ -315,7 +315,7 @@ impl Kernel {
         };
         if from != head {
             let events = session::load(db, id, from.seq, usize::MAX)?;
-            let reached = session::verify_chain(id, &from, &events)?;
+            let (reached, payloads) = session::verify_chain(id, &from, &events)?;
             if reached != head {
                 return Err(KernelError::new(
                     ErrorCode::DigestMismatch,
@@ -323,10 +323,10 @@ impl Kernel {
                 )
                 .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
             }
-            for event in events {
+            for (event, payload) in events.into_iter().zip(payloads) {
                 match (event.item, event.compaction) {
                     (Some(item), _) => {
-                        let canonical = RawValue::from_string(canonical::to_string(&item)?)
+                        let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
                         items.push(Candidate { item: Rc::new(item), seq: Some(event.seq), canonical: Some(canonical.into()) })
                     }

@@ -109,11 +109,11 @@ pub struct Event {
 }
 
 impl Event {
-    /// The digest the chain extends with.
-    fn payload_digest(&self) -> Result<String> {
+    /// The canonical JSON the chain extends with (by its digest).
+    fn payload(&self) -> Result<String> {
         match (&self.item, &self.compaction) {
-            (Some(item), None) => canonical::digest_value(item),
-            (None, Some(compaction)) => canonical::digest_value(compaction),
+            (Some(item), None) => canonical::to_string(item),
+            (None, Some(compaction)) => canonical::to_string(compaction),
             _ => Err(KernelError::storage(format!("event {} must hold exactly one item or compaction", self.seq))),
         }
     }
@@ -286,11 +286,15 @@ pub fn load(db: &mut Db, session: &str, after_seq: u64, limit: usize) -> Result<
     Ok(events)
 }
 
-/// Verifies that `events` extend the chain from `from` (the head before the first of them).
-pub fn verify_chain(session: &str, from: &Head, events: &[Event]) -> Result<Head> {
+/// Verifies that `events` extend the chain from `from` (the head before the
+/// first of them). Returns the head reached and each event's canonical
+/// payload, which a caller may keep rather than serialize again.
+pub fn verify_chain(session: &str, from: &Head, events: &[Event]) -> Result<(Head, Vec<String>)> {
     let mut head = from.clone();
+    let mut payloads = Vec::with_capacity(events.len());
     for event in events {
-        let digest = chain(&head.digest, &event.payload_digest()?)?;
+        let payload = event.payload()?;
+        let digest = chain(&head.digest, &canonical::digest_bytes(payload.as_bytes()))?;
         if digest != event.chain || event.seq != head.seq + 1 {
             return Err(KernelError::new(
                 ErrorCode::DigestMismatch,
@@ -299,6 +303,7 @@ pub fn verify_chain(session: &str, from: &Head, events: &[Event]) -> Result<Head
             .with_detail(json!({"sessionId": session, "seq": event.seq})));
         }
         head = Head { seq: event.seq, digest };
+        payloads.push(payload);
     }
-    Ok(head)
+    Ok((head, payloads))
 }
