@@ -9,7 +9,7 @@
 //! read names its sink and is refused (`scope-denied`) outside them.
 
 use crate::canonical::{self, Timestamp};
-use crate::contracts::{check_id, check_version, sink_allowed, ContentRef, Sensitivity};
+use crate::contracts::{check_id, check_version, sink_admits, sink_allowed, ContentRef, Sensitivity};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::store::{keys, Db};
 use serde_json::json;
@@ -206,13 +206,7 @@ pub fn get(db: &mut Db, request: GetContentRequest) -> Result<Vec<u8>> {
         return Err(KernelError::invalid("objectId must be 64 lowercase hex digits"));
     }
     let meta = meta(db, object)?.ok_or_else(|| unavailable(object, "no such object"))?;
-    let admitted = if meta.sensitivity >= Sensitivity::Secret {
-        let named: Vec<String> = meta.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
-        sink_allowed(&named, &request.sink)
-    } else {
-        sink_allowed(&meta.allowed_sinks, &request.sink)
-    };
-    if !admitted {
+    if !sink_admits(meta.sensitivity, &meta.allowed_sinks, &request.sink) {
         return Err(KernelError::new(
             ErrorCode::ScopeDenied,
             format!("content `{object}` may not go to sink `{}`", request.sink),

@@ -25,7 +25,7 @@
 use crate::canonical::{self, Timestamp};
 use crate::content;
 use crate::contracts::{
-    check_id, check_version, sink_allowed, AuthorityKind, MemoryRecord, MemoryState, Origin, Provenance, RetentionMode,
+    check_id, check_version, sink_admits, AuthorityKind, MemoryRecord, MemoryState, Origin, Provenance, RetentionMode,
     RetentionPolicy, Scope, Sensitivity, SourceKind, SourceRef, SCHEMA_VERSION,
 };
 use crate::error::{ErrorCode, KernelError, Result};
@@ -1338,15 +1338,5 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
 
 /// Whether a memory may go to `sink` (sensitivity and allowed sinks).
 pub fn sink_permits(record: &MemoryRecord, sink: &str) -> bool {
-    permits(record.sensitivity, &record.allowed_sinks, sink)
-}
-
-/// Whether memories of this sensitivity and these allowed sinks may reach
-/// `sink`: a secret one only through a sink it names, never through `*`.
-pub fn permits(sensitivity: Sensitivity, allowed_sinks: &[String], sink: &str) -> bool {
-    if sensitivity >= Sensitivity::Secret {
-        let named: Vec<String> = allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
-        return sink_allowed(&named, sink);
-    }
-    sink_allowed(allowed_sinks, sink)
+    sink_admits(record.sensitivity, &record.allowed_sinks, sink)
 }

@@ -18,7 +18,7 @@
 
 use crate::canonical::{self, Timestamp};
 use crate::contracts::{
-    check_id, check_version, sink_allowed, ContextItem, ItemKind, ItemLimits, Role, Sensitivity, ToolOutcome, Trust,
+    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, ToolOutcome, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::Head;
@@ -464,12 +464,61 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .collect()
 }
 
-/// One item's facts for planning.
+/// What the planner needs of one candidate, read from its item once: the
+/// phases below work on these dense facts rather than visiting every item
+/// again (a long session's items do not fit in cache).
 struct Entry {
-    decision: Option<Decision>,
-    demoted: bool,
     partition: Partition,
+    /// Claimed a more trusted partition than its trust allows.
+    demoted: bool,
+    kind: ItemKind,
+    priority: i32,
     tokens: u64,
+    /// Why this item keeps its whole unit out of the plan, if it does.
+    offence: Option<DropReason>,
+    pinned: bool,
+    summary: bool,
+    user_request: bool,
+    /// Only a trusted item can be an anchor.
+    anchor: Option<Anchor>,
+    calls_tools: bool,
+    has_task: bool,
+    has_interaction: bool,
+    decision: Option<Decision>,
+}
+
+impl Entry {
+    #[inline(never)]
+    fn of(item: &ContextItem, request: &PlanRequest, overhead: u64) -> Entry {
+        let (partition, demoted) = partition_of(item);
+        let offence = if item.expires_at.as_ref().is_some_and(|t| t <= &request.now) {
+            Some(DropReason::Expired)
+        } else if !sink_admits(item.sensitivity, &item.allowed_sinks, &request.sink) {
+            Some(DropReason::SinkDenied)
+        } else {
+            None
+        };
+        Entry {
+            partition,
+            demoted,
+            kind: item.kind,
+            priority: item.priority,
+            tokens: u64::from(item.token_estimate.unwrap_or(0)) + overhead,
+            offence,
+            pinned: item.pinned,
+            summary: item.summary_of.is_some(),
+            user_request: item.kind == ItemKind::Message && item.role == Some(Role::User),
+            anchor: item.anchor.filter(|_| item.trust <= Trust::User),
+            calls_tools: !item.tool_calls.is_empty(),
+            has_task: item.task.is_some(),
+            has_interaction: item.interaction.is_some(),
+            decision: None,
+        }
+    }
+
+    fn kept(&self) -> bool {
+        matches!(self.decision, Some(Decision::Keep(_)))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -483,9 +532,10 @@ enum Decision {
 struct Unit {
     /// Entry index of the item (the call, or the lone item).
     anchor: usize,
-    /// Entry indexes of the results answering the anchor's calls.
+    /// Entry indexes of the results answering the anchor's calls, in transcript order.
     results: Vec<usize>,
     must_keep: Option<KeepReason>,
+    /// The highest priority among its members.
     priority: i32,
 }
 
@@ -517,17 +567,16 @@ fn partition_of(item: &ContextItem) -> (Partition, bool) {
 }
 
 pub(crate) fn sink_permits(item: &ContextItem, sink: &str) -> bool {
-    if item.sensitivity >= Sensitivity::Secret {
-        // Secrets need the sink named, not a wildcard.
-        let named: Vec<String> = item.allowed_sinks.iter().filter(|s| *s != "*").cloned().collect();
-        return sink_allowed(&named, sink);
-    }
-    sink_allowed(&item.allowed_sinks, sink)
+    sink_admits(item.sensitivity, &item.allowed_sinks, sink)
 }
 
 /// Plans. `candidates` are normalized; `policy` and `input` come from [`admit`].
+///
+/// Each phase below is its own function, kept out of line: the JVM host runs
+/// this code as bytecode, and HotSpot never compiles a method over 8 000
+/// bytes, so one 20 KB `plan` would run interpreted there.
 pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: PlanInputs) -> Result<ContextPlan> {
-    let PlanInputs { candidates, session, memory_revision } = inputs;
+    let PlanInputs { mut candidates, session, memory_revision } = inputs;
     if candidates.len() > policy.max_items as usize {
         return Err(KernelError::limit(format!(
             "{} candidate items; policy.maxItems is {}",
@@ -535,70 +584,106 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
             policy.max_items
         )));
     }
-    let now = &request.now;
+    // One canonical order, whatever order the items came in: from here on a
+    // candidate's index is its transcript rank (ids are unique, so `chrono`
+    // is a strict order). A stored session arrives in order already.
+    let in_order = candidates.windows(2).all(|w| matches!((w[0].seq, w[1].seq), (Some(a), Some(b)) if a < b));
+    if !in_order {
+        candidates.sort_by(|a, b| chrono(a).cmp(&chrono(b)));
+    }
     let overhead = u64::from(policy.item_overhead_tokens);
+    let mut entries: Vec<Entry> = candidates.iter().map(|c| Entry::of(&c.item, request, overhead)).collect();
+    let mut units = group_units(&candidates, &mut entries)?;
+    drop_offending_units(&units, &mut entries);
+    let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
 
-    // Candidates in one canonical order, whatever order they came in.
-    let mut candidates = candidates;
-    candidates.sort_by(|a, b| chrono(a).cmp(&chrono(b)));
+    let mut recovery = Recovery::new(session.as_ref(), memory_revision, policy)?;
+    let mut budget = Budget::new(input, policy);
+    budget.keep_must_keep(&units, &mut entries, recovery.tokens);
+    if budget.must_total() > input {
+        return Err(over_budget(&budget, &candidates, &entries));
+    }
+    budget.hold_minimums();
+    budget.select(&units, &mut entries);
 
-    let mut entries: Vec<Entry> = candidates
-        .iter()
-        .map(|c| {
-            let (partition, demoted) = partition_of(&c.item);
-            let tokens = u64::from(c.item.token_estimate.unwrap_or(0)) + overhead;
-            Entry { partition, demoted, tokens, decision: None }
-        })
-        .collect();
+    hash_kept(&mut candidates, &entries);
+    let context = prompt_order(&units, &candidates, &entries);
+    let (dropped, dropped_digest) = dropped_items(&candidates, &entries);
+    recovery.dropped_digest = dropped_digest;
+    finish(request, &budget, session, recovery, context, dropped, pending_tool_calls)
+}
 
-    // Units: each tool call travels with its results.
+impl Recovery {
+    /// The recovery block with its tokens (framing included) counted. The
+    /// dropped digest is filled in last; its length is fixed, so the count holds.
+    #[inline(never)]
+    fn new(session: Option<&(String, Head)>, memory_revision: u64, policy: &PlanPolicy) -> Result<Recovery> {
+        let mut recovery = Recovery {
+            session_id: session.map(|(id, _)| id.clone()),
+            session_head: session.map(|(_, head)| head.clone()),
+            memory_revision,
+            policy_digest: canonical::digest_value(policy)?,
+            dropped_digest: canonical::digest_bytes(b""),
+            tokens: 0,
+        };
+        recovery.tokens = u64::from(tokens::estimate(&canonical::to_string(&recovery)?))
+            + u64::from(policy.item_overhead_tokens);
+        Ok(recovery)
+    }
+}
+
+/// Groups candidates into units, each tool call with its results; a result
+/// whose call is not among the candidates is dropped as an orphan.
+#[inline(never)]
+fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Unit>> {
     let mut call_owner: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut unit_of: Vec<Option<usize>> = vec![None; candidates.len()];
+    let mut units: Vec<Unit> = Vec::new();
+    let mut results = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
         for call in &c.item.tool_calls {
             if call_owner.insert(&call.call_id, i).is_some() {
                 return Err(KernelError::invalid(format!("callId `{}` is used by two tool calls", call.call_id)));
             }
         }
-    }
-    let mut unit_of: Vec<Option<usize>> = vec![None; candidates.len()];
-    let mut units: Vec<Unit> = Vec::new();
-    for (i, c) in candidates.iter().enumerate() {
-        if c.item.tool_result.is_none() {
+        if c.item.tool_result.is_some() {
+            results.push(i);
+        } else {
             unit_of[i] = Some(units.len());
-            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: c.item.priority });
+            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: entries[i].priority });
         }
     }
-    for (i, c) in candidates.iter().enumerate() {
-        let Some(result) = &c.item.tool_result else { continue };
-        match call_owner.get(result.call_id.as_str()).and_then(|&owner| unit_of[owner]) {
-            Some(unit) => units[unit].results.push(i),
+    for i in results {
+        let call_id = candidates[i].item.tool_result.as_ref().map_or("", |r| r.call_id.as_str());
+        match call_owner.get(call_id).and_then(|&owner| unit_of[owner]) {
+            Some(u) => {
+                units[u].results.push(i);
+                units[u].priority = units[u].priority.max(entries[i].priority);
+            }
             None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
         }
     }
+    Ok(units)
+}
 
-    // Filters: expiry and sinks drop a whole unit.
-    for unit in &mut units {
-        let offence = unit.members().find_map(|i| {
-            let item = &candidates[i].item;
-            if item.expires_at.as_ref().is_some_and(|t| t <= now) {
-                Some((i, DropReason::Expired))
-            } else if !sink_permits(item, &request.sink) {
-                Some((i, DropReason::SinkDenied))
-            } else {
-                None
-            }
-        });
-        if let Some((culprit, reason)) = offence {
-            for i in unit.members() {
-                let reason = if i == culprit { reason } else { DropReason::PairDropped };
-                entries[i].decision = Some(Decision::Drop(reason));
-            }
+/// Expiry and sinks drop a whole unit: the offending item for its reason,
+/// the rest of the unit as `pair-dropped`.
+fn drop_offending_units(units: &[Unit], entries: &mut [Entry]) {
+    for unit in units {
+        let Some((culprit, reason)) = unit.members().find_map(|i| entries[i].offence.map(|r| (i, r))) else {
+            continue;
+        };
+        for i in unit.members() {
+            let reason = if i == culprit { reason } else { DropReason::PairDropped };
+            entries[i].decision = Some(Decision::Drop(reason));
         }
-        unit.priority = unit.members().map(|i| candidates[i].item.priority).max().unwrap_or(0);
     }
-    let live = |entries: &Vec<Entry>, i: usize| entries[i].decision.is_none();
+}
 
-    // The must-keep set.
+/// Marks each live unit's must-keep reason (the strongest of its members')
+/// and returns the tool calls without a settled outcome.
+#[inline(never)]
+fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entries: &[Entry], now: &Timestamp) -> Vec<PendingToolCall> {
     let mut must: Vec<Option<KeepReason>> = vec![None; candidates.len()];
     let mark = |i: usize, reason: KeepReason, must: &mut Vec<Option<KeepReason>>| {
         if must[i].is_none_or(|r| reason < r) {
@@ -609,27 +694,24 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     let mut latest_anchor = BTreeMap::new();
     let mut latest_task = BTreeMap::new();
     let mut interactions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, c) in candidates.iter().enumerate() {
-        if !live(&entries, i) {
-            continue;
-        }
-        let item = &c.item;
-        if item.pinned {
+    for (i, e) in entries.iter().enumerate().filter(|(_, e)| e.decision.is_none()) {
+        if e.pinned {
             mark(i, KeepReason::Pinned, &mut must);
         }
-        if item.summary_of.is_some() {
+        if e.summary {
             mark(i, KeepReason::Recovery, &mut must);
         }
-        if item.kind == ItemKind::Message && item.role == Some(Role::User) {
+        if e.user_request {
             latest_user = Some(i);
         }
-        if let Some(anchor) = item.anchor.filter(|_| item.trust <= Trust::User) {
+        if let Some(anchor) = e.anchor {
             latest_anchor.insert(anchor, i);
         }
-        if let Some(task) = &item.task {
+        let item = &candidates[i].item;
+        if let Some(task) = item.task.as_ref().filter(|_| e.has_task) {
             latest_task.insert(task.task_id.as_str(), i);
         }
-        if let Some(interaction) = &item.interaction {
+        if let Some(interaction) = item.interaction.as_ref().filter(|_| e.has_interaction) {
             interactions.entry(interaction.operation_id.as_str()).or_default().push(i);
         }
     }
@@ -656,19 +738,16 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         }
     }
     let mut pending_tool_calls = Vec::new();
-    for unit in &units {
+    for unit in units.iter().filter(|u| entries[u.anchor].calls_tools && entries[u.anchor].decision.is_none()) {
         let anchor = &candidates[unit.anchor].item;
-        if anchor.tool_calls.is_empty() || !live(&entries, unit.anchor) {
-            continue;
-        }
         for call in &anchor.tool_calls {
             // Results are in transcript order: the last one tells the outcome.
             let outcome = unit
                 .results
                 .iter()
+                .rev()
                 .filter_map(|&i| candidates[i].item.tool_result.as_ref())
-                .filter(|r| r.call_id == call.call_id)
-                .last()
+                .find(|r| r.call_id == call.call_id)
                 .map_or(ToolOutcome::Pending, |r| r.outcome);
             if matches!(outcome, ToolOutcome::Pending | ToolOutcome::Unknown) {
                 mark(unit.anchor, KeepReason::UnsettledToolCall, &mut must);
@@ -681,183 +760,213 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
             }
         }
     }
-    for unit in &mut units {
+    pending_tool_calls.sort_by(|a, b| a.call_id.cmp(&b.call_id));
+    for unit in units.iter_mut() {
         unit.must_keep = unit.members().filter_map(|i| must[i]).min();
     }
+    pending_tool_calls
+}
 
-    // Budget: must-keep first, then minimums, then greedy selection.
-    let share = |bp: u32| input * u64::from(bp) / BP;
-    let ceiling = |p: Partition| {
-        let limits = policy.limits(p);
-        share(limits.ceiling_bp).min(limits.ceiling_tokens.unwrap_or(u64::MAX))
-    };
-    let mut used = [0u64; 7];
-    let mut must_keep_tokens = [0u64; 7];
-    let mut demand = [0u64; 7];
-    for unit in &units {
-        if !live(&entries, unit.anchor) {
-            continue;
-        }
-        for i in unit.members() {
-            let p = entries[i].partition as usize;
-            if let Some(reason) = unit.must_keep {
-                entries[i].decision = Some(Decision::Keep(reason));
-                used[p] += entries[i].tokens;
-                must_keep_tokens[p] += entries[i].tokens;
-            } else {
-                demand[p] += entries[i].tokens;
-            }
-        }
+/// The token accounts of one plan, per partition (indexed by `Partition as usize`).
+struct Budget<'p> {
+    policy: &'p PlanPolicy,
+    /// window − reserved output − safety margin.
+    input: u64,
+    used: [u64; 7],
+    must_keep: [u64; 7],
+    /// Tokens of the live items that are not must-keep.
+    demand: [u64; 7],
+    /// Minimums still held for each partition.
+    held: [u64; 7],
+    /// Tokens any partition may take, within its ceiling.
+    pool: u64,
+}
+
+impl<'p> Budget<'p> {
+    fn new(input: u64, policy: &'p PlanPolicy) -> Self {
+        Budget { policy, input, used: [0; 7], must_keep: [0; 7], demand: [0; 7], held: [0; 7], pool: 0 }
     }
 
-    let policy_digest = canonical::digest_value(policy)?;
-    let mut recovery = Recovery {
-        session_id: session.as_ref().map(|(id, _)| id.clone()),
-        session_head: session.as_ref().map(|(_, head)| head.clone()),
-        memory_revision,
-        policy_digest: policy_digest.clone(),
-        dropped_digest: canonical::digest_bytes(b""),
-        tokens: 0,
-    };
-    // The dropped digest is filled in last; its length is fixed, so the
-    // estimate made now holds.
-    recovery.tokens = u64::from(tokens::estimate(&canonical::to_string(&recovery)?)) + overhead;
-    let reserve = Partition::Reserve as usize;
-    used[reserve] += recovery.tokens;
-    must_keep_tokens[reserve] += recovery.tokens;
-
-    let must_total: u64 = must_keep_tokens.iter().sum();
-    if must_total > input {
-        return Err(over_budget(input, must_total, &must_keep_tokens, policy, &candidates, &entries));
+    fn share(&self, bp: u32) -> u64 {
+        self.input * u64::from(bp) / BP
     }
 
-    // Minimums: held for partitions with candidates (the reserve's is headroom).
-    let mut held = [0u64; 7];
-    for p in PARTITIONS {
-        let i = p as usize;
-        let want = if p == Partition::Reserve { u64::MAX } else { used[i] + demand[i] };
-        held[i] = share(policy.limits(p).minimum_bp).min(want).saturating_sub(used[i]);
+    fn minimum(&self, p: Partition) -> u64 {
+        self.share(self.policy.limits(p).minimum_bp)
     }
-    let mut pool = input - must_total;
-    for p in PARTITIONS.iter().rev() {
-        // Too little left for every minimum: the later partitions give way.
-        let excess = held.iter().sum::<u64>().saturating_sub(pool);
-        let i = *p as usize;
-        held[i] -= excess.min(held[i]);
-    }
-    pool -= held.iter().sum::<u64>();
 
-    let mut order: Vec<usize> = (0..units.len()).collect();
-    order.sort_by(|&a, &b| {
-        let (ua, ub) = (&units[a], &units[b]);
-        let (ca, cb) = (&candidates[ua.anchor], &candidates[ub.anchor]);
-        ub.priority
-            .cmp(&ua.priority)
-            .then(ca.item.kind.cmp(&cb.item.kind))
-            .then_with(|| chrono(cb).cmp(&chrono(ca)))
-    });
-    for p in PARTITIONS.into_iter().filter(|p| *p != Partition::Reserve) {
-        let mut own = held[p as usize];
-        let mut cut = false;
-        for &u in &order {
-            let unit = &units[u];
-            let anchor = unit.anchor;
-            if entries[anchor].partition != p || entries[anchor].decision.is_some() {
+    fn ceiling(&self, p: Partition) -> u64 {
+        let limits = self.policy.limits(p);
+        self.share(limits.ceiling_bp).min(limits.ceiling_tokens.unwrap_or(u64::MAX))
+    }
+
+    fn must_total(&self) -> u64 {
+        self.must_keep.iter().sum()
+    }
+
+    /// Keeps every must-keep unit, charges the recovery block to the reserve,
+    /// and counts what the other live items would need.
+    #[inline(never)]
+    fn keep_must_keep(&mut self, units: &[Unit], entries: &mut [Entry], recovery_tokens: u64) {
+        for unit in units {
+            if entries[unit.anchor].decision.is_some() {
                 continue;
             }
-            let verdict = if cut {
-                Err((DropReason::HistoryCutoff, p))
-            } else {
-                let mut cost = [0u64; 7];
-                for i in unit.members() {
-                    cost[entries[i].partition as usize] += entries[i].tokens;
-                }
-                let total: u64 = cost.iter().sum();
-                let over = |q: Partition| cost[q as usize] > 0 && used[q as usize] + cost[q as usize] > ceiling(q);
-                if let Some(q) = PARTITIONS.into_iter().find(|q| over(*q)) {
-                    Err((DropReason::PartitionCeiling, q))
-                } else if total > own + pool {
-                    Err((DropReason::BudgetExhausted, p))
-                } else {
-                    let from_own = total.min(own);
-                    own -= from_own;
-                    pool -= total - from_own;
-                    for q in 0..7 {
-                        used[q] += cost[q];
-                    }
-                    Ok(())
-                }
-            };
-            let decision = match verdict {
-                Ok(()) => Decision::Keep(KeepReason::Selected),
-                Err((reason, full)) => {
-                    // Conversation history stays contiguous: once the conversation
-                    // (or the whole budget) is full, older turns follow. A tool
-                    // exchange too big for the evidence share is dropped whole
-                    // without cutting the history before it.
-                    cut |= p == Partition::Conversation && full == p;
-                    Decision::Drop(reason)
-                }
-            };
             for i in unit.members() {
-                entries[i].decision = Some(decision);
+                let (p, tokens) = (entries[i].partition as usize, entries[i].tokens);
+                if let Some(reason) = unit.must_keep {
+                    entries[i].decision = Some(Decision::Keep(reason));
+                    self.used[p] += tokens;
+                    self.must_keep[p] += tokens;
+                } else {
+                    self.demand[p] += tokens;
+                }
             }
         }
-        pool += own;
+        let reserve = Partition::Reserve as usize;
+        self.used[reserve] += recovery_tokens;
+        self.must_keep[reserve] += recovery_tokens;
     }
 
-    // Output: preamble partitions, then the transcript in sequence order with
-    // each call followed by its results.
-    let preamble = |p: Partition| matches!(p, Partition::System | Partition::Tools | Partition::Memory);
-    let mut kept_units: Vec<&Unit> = units
-        .iter()
-        .filter(|u| matches!(entries[u.anchor].decision, Some(Decision::Keep(_))))
-        .collect();
-    kept_units.sort_by(|a, b| {
-        let (ea, eb) = (&entries[a.anchor], &entries[b.anchor]);
-        let (ca, cb) = (&candidates[a.anchor], &candidates[b.anchor]);
-        let section = |e: &Entry| if preamble(e.partition) { e.partition as u8 } else { u8::MAX };
-        section(ea).cmp(&section(eb)).then_with(|| {
-            if preamble(ea.partition) {
-                cb.item
-                    .priority
-                    .cmp(&ca.item.priority)
-                    .then(ca.item.kind.cmp(&cb.item.kind))
-                    .then_with(|| chrono(ca).cmp(&chrono(cb)))
-            } else {
-                chrono(ca).cmp(&chrono(cb))
+    /// Holds each partition's minimum while it has candidates (the reserve's
+    /// is headroom); with too little left for all, later partitions give way.
+    fn hold_minimums(&mut self) {
+        for p in PARTITIONS {
+            let i = p as usize;
+            let want = if p == Partition::Reserve { u64::MAX } else { self.used[i] + self.demand[i] };
+            self.held[i] = self.minimum(p).min(want).saturating_sub(self.used[i]);
+        }
+        self.pool = self.input - self.must_total();
+        for p in PARTITIONS.iter().rev() {
+            let excess = self.held.iter().sum::<u64>().saturating_sub(self.pool);
+            let i = *p as usize;
+            self.held[i] -= excess.min(self.held[i]);
+        }
+        self.pool -= self.held.iter().sum::<u64>();
+    }
+
+    /// Greedy selection, partition by partition in allocation order: units by
+    /// priority, kind, then newest first, each spending its partition's held
+    /// minimum before the shared pool, never past a partition's ceiling.
+    #[inline(never)]
+    fn select(&mut self, units: &[Unit], entries: &mut [Entry]) {
+        let mut order: Vec<usize> = (0..units.len()).filter(|&u| entries[units[u].anchor].decision.is_none()).collect();
+        order.sort_by(|&a, &b| {
+            let (ua, ub) = (&units[a], &units[b]);
+            let (ea, eb) = (&entries[ua.anchor], &entries[ub.anchor]);
+            ub.priority.cmp(&ua.priority).then(ea.kind.cmp(&eb.kind)).then(ub.anchor.cmp(&ua.anchor))
+        });
+        let mut by_partition: [Vec<usize>; 7] = Default::default();
+        for u in order {
+            by_partition[entries[units[u].anchor].partition as usize].push(u);
+        }
+        let ceilings = PARTITIONS.map(|p| self.ceiling(p));
+        for p in PARTITIONS.into_iter().filter(|p| *p != Partition::Reserve) {
+            let mut own = self.held[p as usize];
+            let mut cut = false;
+            for &u in &by_partition[p as usize] {
+                let unit = &units[u];
+                let verdict = if cut {
+                    Err((DropReason::HistoryCutoff, p))
+                } else {
+                    let mut cost = [0u64; 7];
+                    for i in unit.members() {
+                        cost[entries[i].partition as usize] += entries[i].tokens;
+                    }
+                    let total: u64 = cost.iter().sum();
+                    let over = |q: usize| cost[q] > 0 && self.used[q] + cost[q] > ceilings[q];
+                    if let Some(q) = PARTITIONS.into_iter().find(|q| over(*q as usize)) {
+                        Err((DropReason::PartitionCeiling, q))
+                    } else if total > own + self.pool {
+                        Err((DropReason::BudgetExhausted, p))
+                    } else {
+                        let from_own = total.min(own);
+                        own -= from_own;
+                        self.pool -= total - from_own;
+                        for (used, cost) in self.used.iter_mut().zip(cost) {
+                            *used += cost;
+                        }
+                        Ok(())
+                    }
+                };
+                let decision = match verdict {
+                    Ok(()) => Decision::Keep(KeepReason::Selected),
+                    Err((reason, full)) => {
+                        // Conversation history stays contiguous: once the conversation
+                        // (or the whole budget) is full, older turns follow. A tool
+                        // exchange too big for the evidence share is dropped whole
+                        // without cutting the history before it.
+                        cut |= p == Partition::Conversation && full == p;
+                        Decision::Drop(reason)
+                    }
+                };
+                for i in unit.members() {
+                    entries[i].decision = Some(decision);
+                }
             }
-        })
-    });
-    for (entry, c) in entries.iter().zip(&mut candidates) {
-        if matches!(entry.decision, Some(Decision::Keep(_))) && c.item.digest.is_none() {
+            self.pool += own;
+        }
+    }
+}
+
+/// Fills the kept items' digests. Only kept items are hashed: a dropped
+/// body's digest is never seen.
+#[inline(never)]
+fn hash_kept(candidates: &mut [Candidate], entries: &[Entry]) {
+    for (entry, c) in entries.iter().zip(candidates) {
+        if entry.kept() && c.item.digest.is_none() {
             let digest = c.item.content_digest();
             Rc::make_mut(&mut c.item).digest = Some(digest);
             c.canonical = None;
         }
     }
+}
+
+/// The kept items in prompt order: the preamble partitions (system, tools,
+/// memory) by priority, then the transcript in sequence order with each call
+/// followed by its results.
+#[inline(never)]
+fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> Vec<PlannedItem> {
+    let preamble = |p: Partition| matches!(p, Partition::System | Partition::Tools | Partition::Memory);
+    let mut kept_units: Vec<&Unit> = units.iter().filter(|u| entries[u.anchor].kept()).collect();
+    kept_units.sort_by(|a, b| {
+        let (ea, eb) = (&entries[a.anchor], &entries[b.anchor]);
+        let section = |e: &Entry| if preamble(e.partition) { e.partition as u8 } else { u8::MAX };
+        section(ea).cmp(&section(eb)).then_with(|| {
+            if preamble(ea.partition) {
+                eb.priority.cmp(&ea.priority).then(ea.kind.cmp(&eb.kind)).then(a.anchor.cmp(&b.anchor))
+            } else {
+                a.anchor.cmp(&b.anchor)
+            }
+        })
+    });
     let mut context = Vec::new();
     for unit in kept_units {
-        let mut results = unit.results.clone();
-        results.sort_by(|&a, &b| chrono(&candidates[a]).cmp(&chrono(&candidates[b])));
-        for i in std::iter::once(unit.anchor).chain(results) {
+        for i in unit.members() {
             let Some(Decision::Keep(keep)) = entries[i].decision else { unreachable!("kept unit") };
+            let c = &candidates[i];
             context.push(PlannedItem {
-                item_id: candidates[i].item.id().to_string(),
-                seq: candidates[i].seq,
+                item_id: c.item.id().to_string(),
+                seq: c.seq,
                 partition: entries[i].partition,
                 tokens: entries[i].tokens,
                 keep,
                 demoted: entries[i].demoted,
-                item: ItemBody { item: Rc::clone(&candidates[i].item), canonical: candidates[i].canonical.clone() },
+                item: ItemBody { item: Rc::clone(&c.item), canonical: c.canonical.clone() },
             });
         }
     }
-    let mut dropped: Vec<DroppedItem> = Vec::new();
-    // Thousands of items are dropped from a long session: their digest is
-    // over a compact form, not JSON (see `Recovery::dropped_digest`).
-    let mut dropped_bytes = Vec::new();
-    for (entry, c) in entries.iter().zip(&candidates) {
+    context
+}
+
+/// The dropped items in transcript order, and their digest. Thousands of
+/// items are dropped from a long session: the digest is over a compact form,
+/// not JSON (see `Recovery::dropped_digest`).
+#[inline(never)]
+fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Vec<DroppedItem>, String) {
+    let mut dropped = Vec::new();
+    let mut bytes = Vec::new();
+    for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
             dropped.push(DroppedItem {
                 item_id: c.item.id().to_string(),
@@ -866,60 +975,72 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
                 tokens: entry.tokens,
                 reason,
             });
-            dropped_bytes.extend_from_slice(c.item.id().as_bytes());
-            dropped_bytes.extend_from_slice(&[0, entry.partition as u8, reason as u8]);
-            dropped_bytes.extend_from_slice(&entry.tokens.to_le_bytes());
+            bytes.extend_from_slice(c.item.id().as_bytes());
+            bytes.extend_from_slice(&[0, entry.partition as u8, reason as u8]);
+            bytes.extend_from_slice(&entry.tokens.to_le_bytes());
         }
     }
-    recovery.dropped_digest = canonical::digest_bytes(&dropped_bytes);
+    (dropped, canonical::digest_bytes(&bytes))
+}
 
-    let mut partitions = Vec::with_capacity(7);
-    for p in PARTITIONS {
-        let count = |keep: bool| {
-            entries
-                .iter()
-                .filter(|e| e.partition == p && matches!(e.decision, Some(Decision::Keep(_))) == keep)
-                .count() as u32
-        };
-        partitions.push(PartitionUsage {
-            name: p,
-            minimum: share(policy.limits(p).minimum_bp),
-            ceiling: ceiling(p),
-            must_keep: must_keep_tokens[p as usize],
-            used: used[p as usize],
-            kept: count(true),
-            dropped: count(false),
-        });
+/// Assembles the plan, binds it and takes its digest.
+#[inline(never)]
+fn finish(
+    request: &PlanRequest,
+    budget: &Budget,
+    session: Option<(String, Head)>,
+    recovery: Recovery,
+    context: Vec<PlannedItem>,
+    dropped: Vec<DroppedItem>,
+    pending_tool_calls: Vec<PendingToolCall>,
+) -> Result<ContextPlan> {
+    let mut kept = [0u32; 7];
+    let mut not_kept = [0u32; 7];
+    for item in &context {
+        kept[item.partition as usize] += 1;
     }
-    let total_used: u64 = used.iter().sum();
-    let reserved = held[reserve];
-    let budget = BudgetSummary {
-        window: request.model.window,
-        reserved_output: request.model.reserved_output,
-        safety_margin: request.model.safety_margin,
-        input,
-        used: total_used,
+    for item in &dropped {
+        not_kept[item.partition as usize] += 1;
+    }
+    let partitions = PARTITIONS
+        .map(|p| PartitionUsage {
+            name: p,
+            minimum: budget.minimum(p),
+            ceiling: budget.ceiling(p),
+            must_keep: budget.must_keep[p as usize],
+            used: budget.used[p as usize],
+            kept: kept[p as usize],
+            dropped: not_kept[p as usize],
+        })
+        .to_vec();
+    let used: u64 = budget.used.iter().sum();
+    let reserved = budget.held[Partition::Reserve as usize];
+    let model = &request.model;
+    let plan_budget = BudgetSummary {
+        window: model.window,
+        reserved_output: model.reserved_output,
+        safety_margin: model.safety_margin,
+        input: budget.input,
+        used,
         reserved,
-        free: input - total_used - reserved,
+        free: budget.input - used - reserved,
     };
     let binding = PlanBinding {
         session_id: session.as_ref().map(|(id, _)| id.clone()),
         session_head: session.map(|(_, head)| head),
-        memory_revision,
-        policy_version: policy.version.clone(),
-        policy_digest,
-        model_profile: request.model.profile.clone(),
+        memory_revision: recovery.memory_revision,
+        policy_version: budget.policy.version.clone(),
+        policy_digest: recovery.policy_digest.clone(),
+        model_profile: model.profile.clone(),
         sink: request.sink.clone(),
     };
-    pending_tool_calls.sort_by(|a, b| a.call_id.cmp(&b.call_id));
-
     let mut plan = ContextPlan {
         schema_version: 1,
         plan_id: String::new(),
         digest: String::new(),
-        now: now.clone(),
+        now: request.now.clone(),
         binding,
-        budget,
+        budget: plan_budget,
         partitions,
         context,
         dropped,
@@ -960,21 +1081,15 @@ struct DigestView<'a> {
     recovery: &'a Recovery,
 }
 
-fn over_budget(
-    input: u64,
-    must_total: u64,
-    must_keep_tokens: &[u64; 7],
-    policy: &PlanPolicy,
-    candidates: &[Candidate],
-    entries: &[Entry],
-) -> KernelError {
+fn over_budget(budget: &Budget, candidates: &[Candidate], entries: &[Entry]) -> KernelError {
+    let (input, must_total) = (budget.input, budget.must_total());
     let partitions: Vec<_> = PARTITIONS
         .iter()
         .map(|p| {
             json!({
                 "name": p.name(),
-                "mustKeep": must_keep_tokens[*p as usize],
-                "ceiling": input * u64::from(policy.limits(*p).ceiling_bp) / BP,
+                "mustKeep": budget.must_keep[*p as usize],
+                "ceiling": budget.share(budget.policy.limits(*p).ceiling_bp),
             })
         })
         .collect();

@@ -463,7 +463,7 @@ impl Index {
 
     /// By policy: may its documents reach `sink`?
     fn permitted(&self, sink: &str) -> Vec<bool> {
-        self.policies.iter().map(|(sensitivity, sinks)| memory::permits(*sensitivity, sinks, sink)).collect()
+        self.policies.iter().map(|(sensitivity, sinks)| crate::contracts::sink_admits(*sensitivity, sinks, sink)).collect()
     }
 
     /// Allowed to the sink (by `permitted`) and current at `now_ms`.
