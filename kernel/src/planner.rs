@@ -25,6 +25,7 @@ use crate::session::Head;
 use crate::tokens;
 use serde_json::json;
 use serde_json::value::RawValue;
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -636,7 +637,8 @@ impl Recovery {
 /// whose call is not among the candidates is dropped as an orphan.
 #[inline(never)]
 fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Unit>> {
-    let mut call_owner: BTreeMap<&str, usize> = BTreeMap::new();
+    // Only looked up, never iterated: hashing order cannot leak into the plan.
+    let mut call_owner: rustc_hash::FxHashMap<&str, usize> = Default::default();
     let mut unit_of: Vec<Option<usize>> = vec![None; candidates.len()];
     let mut units: Vec<Unit> = Vec::new();
     let mut results = Vec::new();
@@ -850,21 +852,19 @@ impl<'p> Budget<'p> {
     /// minimum before the shared pool, never past a partition's ceiling.
     #[inline(never)]
     fn select(&mut self, units: &[Unit], entries: &mut [Entry]) {
-        let mut order: Vec<usize> = (0..units.len()).filter(|&u| entries[units[u].anchor].decision.is_none()).collect();
-        order.sort_by(|&a, &b| {
-            let (ua, ub) = (&units[a], &units[b]);
-            let (ea, eb) = (&entries[ua.anchor], &entries[ub.anchor]);
-            ub.priority.cmp(&ua.priority).then(ea.kind.cmp(&eb.kind)).then(ub.anchor.cmp(&ua.anchor))
-        });
-        let mut by_partition: [Vec<usize>; 7] = Default::default();
-        for u in order {
-            by_partition[entries[units[u].anchor].partition as usize].push(u);
+        // Each partition's undecided units, highest priority first, then by
+        // kind, then newest first. Anchors are unique, so the keys are too.
+        let mut by_partition: [Vec<(Reverse<i32>, ItemKind, Reverse<usize>, usize)>; 7] = Default::default();
+        for (u, unit) in units.iter().enumerate().filter(|(_, unit)| entries[unit.anchor].decision.is_none()) {
+            let anchor = &entries[unit.anchor];
+            by_partition[anchor.partition as usize].push((Reverse(unit.priority), anchor.kind, Reverse(unit.anchor), u));
         }
+        by_partition.iter_mut().for_each(|order| order.sort_unstable());
         let ceilings = PARTITIONS.map(|p| self.ceiling(p));
         for p in PARTITIONS.into_iter().filter(|p| *p != Partition::Reserve) {
             let mut own = self.held[p as usize];
             let mut cut = false;
-            for &u in &by_partition[p as usize] {
+            for &(.., u) in &by_partition[p as usize] {
                 let unit = &units[u];
                 let verdict = if cut {
                     Err((DropReason::HistoryCutoff, p))
