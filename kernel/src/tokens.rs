@@ -21,7 +21,19 @@ pub fn estimate(text: &str) -> u32 {
                 let mut len = 1u64;
                 let mut humps = 0u64;
                 let mut prev_lower = c.is_lowercase();
-                while let Some(n) = chars.next_if(|n| class(n) == Class::Latin) {
+                loop {
+                    // Most letters are ASCII: count them straight off the bytes.
+                    while let Some(&byte) = chars.text.as_bytes().get(chars.at) {
+                        let lower = byte.is_ascii_lowercase();
+                        if !lower && !byte.is_ascii_uppercase() {
+                            break;
+                        }
+                        humps += u64::from(prev_lower && !lower);
+                        prev_lower = lower;
+                        len += 1;
+                        chars.at += 1;
+                    }
+                    let Some(n) = chars.next_if(|n| !n.is_ascii() && class(n) == Class::Latin) else { break };
                     if prev_lower && n.is_uppercase() {
                         humps += 1;
                     }
@@ -109,29 +121,31 @@ enum Class {
     Joiner,
 }
 
+#[inline]
 fn class(c: char) -> Class {
-    if c.is_ascii() {
-        return ASCII[c as usize];
+    match ASCII.get(c as usize) {
+        Some(&class) => class,
+        None => non_ascii_class(c),
     }
+}
+
+fn non_ascii_class(c: char) -> Class {
+    // Arms are disjoint; the commonest script goes first.
     match c {
-        'a'..='z' | 'A'..='Z' => Class::Latin,
-        '0'..='9' => Class::Digit,
-        ' ' | '\t' | '\n' | '\r' => Class::Space,
-        '!'..='/' | ':'..='@' | '['..='`' | '{'..='~' => Class::Punct,
+        '\u{4e00}'..='\u{9fff}'
+        | '\u{3400}'..='\u{4dbf}'
+        | '\u{3000}'..='\u{303f}'
+        | '\u{3040}'..='\u{30ff}'
+        | '\u{ac00}'..='\u{d7af}'
+        | '\u{ff00}'..='\u{ffef}'
+        | '\u{1100}'..='\u{11ff}'
+        | '\u{2e80}'..='\u{2fdf}'
+        | '\u{3100}'..='\u{31ff}'
+        | '\u{f900}'..='\u{faff}'
+        | '\u{20000}'..='\u{3134f}' => Class::Cjk,
         '\u{200d}' | '\u{fe00}'..='\u{fe0f}' | '\u{1f3fb}'..='\u{1f3ff}' => Class::Joiner,
         // Latin-1 and Latin Extended letters mostly merge with their word.
         '\u{00c0}'..='\u{024f}' if c.is_alphabetic() => Class::Latin,
-        '\u{1100}'..='\u{11ff}'
-        | '\u{2e80}'..='\u{2fdf}'
-        | '\u{3000}'..='\u{303f}'
-        | '\u{3040}'..='\u{30ff}'
-        | '\u{3100}'..='\u{31ff}'
-        | '\u{3400}'..='\u{4dbf}'
-        | '\u{4e00}'..='\u{9fff}'
-        | '\u{ac00}'..='\u{d7af}'
-        | '\u{f900}'..='\u{faff}'
-        | '\u{ff00}'..='\u{ffef}'
-        | '\u{20000}'..='\u{3134f}' => Class::Cjk,
         c if c.is_alphabetic() => Class::OtherLetter,
         c if c.is_whitespace() => Class::Space,
         _ => Class::Symbol,
