@@ -368,11 +368,14 @@ pub enum Anchor {
 }
 }
 
-contract! {
 /// The smallest unit that can enter a model's context.
 ///
 /// `itemId`, `digest` and `tokenEstimate` are derived when absent; a given
 /// `digest` is verified against the content.
+// Its decoder is written out below rather than derived.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContextItem {
     pub allowed_sinks: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -420,6 +423,169 @@ pub struct ContextItem {
     pub tool_result: Option<ToolResult>,
     pub trust: Trust,
 }
+
+/// `ContextItem`'s decoder. Derived, it is one function of about 15 KB (every
+/// early return drops every field read so far); the JVM host runs this code as
+/// bytecode and HotSpot never compiles a method over 8 000 bytes, so items
+/// decoded there ran interpreted. Written out, each field is read by one arm
+/// of [`ItemFields::read`] and checked by [`ItemFields::finish`], with the
+/// derived decoder's messages (`unknown field`, `duplicate field`,
+/// `missing field`).
+impl<'de> serde::Deserialize<'de> for ContextItem {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ContextItem;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("struct ContextItem")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<ContextItem, A::Error> {
+                let mut fields = ItemFields::default();
+                while let Some(key) = map.next_key()? {
+                    fields.read(key, &mut map)?;
+                }
+                fields.finish()
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum ItemKey {
+    AllowedSinks,
+    Anchor,
+    Content,
+    ContentRef,
+    CreatedAt,
+    Digest,
+    ExpiresAt,
+    Interaction,
+    ItemId,
+    Kind,
+    Pinned,
+    Priority,
+    Provenance,
+    Role,
+    SchemaVersion,
+    Scope,
+    ScopeId,
+    Sensitivity,
+    SourceRef,
+    SummaryOf,
+    Task,
+    TokenEstimate,
+    ToolCalls,
+    ToolResult,
+    Trust,
+}
+
+/// The fields of a `ContextItem` read so far.
+#[derive(Default)]
+struct ItemFields {
+    allowed_sinks: Option<Vec<String>>,
+    anchor: Option<Option<Anchor>>,
+    content: Option<Option<String>>,
+    content_ref: Option<Option<ContentRef>>,
+    created_at: Option<Timestamp>,
+    digest: Option<Option<String>>,
+    expires_at: Option<Option<Timestamp>>,
+    interaction: Option<Option<Interaction>>,
+    item_id: Option<Option<String>>,
+    kind: Option<ItemKind>,
+    pinned: Option<bool>,
+    priority: Option<i32>,
+    provenance: Option<Provenance>,
+    role: Option<Option<Role>>,
+    schema_version: Option<u32>,
+    scope: Option<Scope>,
+    scope_id: Option<Option<String>>,
+    sensitivity: Option<Sensitivity>,
+    source_ref: Option<SourceRef>,
+    summary_of: Option<Option<SummaryOf>>,
+    task: Option<Option<TaskState>>,
+    token_estimate: Option<Option<u32>>,
+    tool_calls: Option<Vec<ToolCall>>,
+    tool_result: Option<Option<ToolResult>>,
+    trust: Option<Trust>,
+}
+
+impl ItemFields {
+    fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: ItemKey, map: &mut A) -> std::result::Result<(), A::Error> {
+        fn put<'de, T: serde::Deserialize<'de>, A: serde::de::MapAccess<'de>>(
+            slot: &mut Option<T>,
+            name: &'static str,
+            map: &mut A,
+        ) -> std::result::Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(serde::de::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        match key {
+            ItemKey::AllowedSinks => put(&mut self.allowed_sinks, "allowedSinks", map),
+            ItemKey::Anchor => put(&mut self.anchor, "anchor", map),
+            ItemKey::Content => put(&mut self.content, "content", map),
+            ItemKey::ContentRef => put(&mut self.content_ref, "contentRef", map),
+            ItemKey::CreatedAt => put(&mut self.created_at, "createdAt", map),
+            ItemKey::Digest => put(&mut self.digest, "digest", map),
+            ItemKey::ExpiresAt => put(&mut self.expires_at, "expiresAt", map),
+            ItemKey::Interaction => put(&mut self.interaction, "interaction", map),
+            ItemKey::ItemId => put(&mut self.item_id, "itemId", map),
+            ItemKey::Kind => put(&mut self.kind, "kind", map),
+            ItemKey::Pinned => put(&mut self.pinned, "pinned", map),
+            ItemKey::Priority => put(&mut self.priority, "priority", map),
+            ItemKey::Provenance => put(&mut self.provenance, "provenance", map),
+            ItemKey::Role => put(&mut self.role, "role", map),
+            ItemKey::SchemaVersion => put(&mut self.schema_version, "schemaVersion", map),
+            ItemKey::Scope => put(&mut self.scope, "scope", map),
+            ItemKey::ScopeId => put(&mut self.scope_id, "scopeId", map),
+            ItemKey::Sensitivity => put(&mut self.sensitivity, "sensitivity", map),
+            ItemKey::SourceRef => put(&mut self.source_ref, "sourceRef", map),
+            ItemKey::SummaryOf => put(&mut self.summary_of, "summaryOf", map),
+            ItemKey::Task => put(&mut self.task, "task", map),
+            ItemKey::TokenEstimate => put(&mut self.token_estimate, "tokenEstimate", map),
+            ItemKey::ToolCalls => put(&mut self.tool_calls, "toolCalls", map),
+            ItemKey::ToolResult => put(&mut self.tool_result, "toolResult", map),
+            ItemKey::Trust => put(&mut self.trust, "trust", map),
+        }
+    }
+
+    /// The item, or the first missing required field in declaration order.
+    fn finish<E: serde::de::Error>(self) -> std::result::Result<ContextItem, E> {
+        fn required<T, E: serde::de::Error>(slot: Option<T>, name: &'static str) -> std::result::Result<T, E> {
+            slot.ok_or_else(|| E::missing_field(name))
+        }
+        Ok(ContextItem {
+            allowed_sinks: required(self.allowed_sinks, "allowedSinks")?,
+            anchor: self.anchor.flatten(),
+            content: self.content.flatten(),
+            content_ref: self.content_ref.flatten(),
+            created_at: required(self.created_at, "createdAt")?,
+            digest: self.digest.flatten(),
+            expires_at: self.expires_at.flatten(),
+            interaction: self.interaction.flatten(),
+            item_id: self.item_id.flatten(),
+            kind: required(self.kind, "kind")?,
+            pinned: required(self.pinned, "pinned")?,
+            priority: required(self.priority, "priority")?,
+            provenance: required(self.provenance, "provenance")?,
+            role: self.role.flatten(),
+            schema_version: required(self.schema_version, "schemaVersion")?,
+            scope: required(self.scope, "scope")?,
+            scope_id: self.scope_id.flatten(),
+            sensitivity: required(self.sensitivity, "sensitivity")?,
+            source_ref: required(self.source_ref, "sourceRef")?,
+            summary_of: self.summary_of.flatten(),
+            task: self.task.flatten(),
+            token_estimate: self.token_estimate.flatten(),
+            tool_calls: self.tool_calls.unwrap_or_default(),
+            tool_result: self.tool_result.flatten(),
+            trust: required(self.trust, "trust")?,
+        })
+    }
 }
 
 contract! {
@@ -702,6 +868,32 @@ mod tests {
     }
 
     const LIMITS: ItemLimits = ItemLimits { max_item_bytes: 1024 };
+
+    #[test]
+    fn the_item_decoder_names_what_is_wrong() {
+        let item = serde_json::to_value(message("hi")).unwrap();
+        let decode = |value: &serde_json::Value| {
+            serde_json::from_str::<ContextItem>(&value.to_string()).map_err(|e| e.to_string())
+        };
+        assert_eq!(decode(&item).unwrap(), message("hi"));
+        let mut with_nulls = item.clone();
+        with_nulls["anchor"] = json!(null);
+        with_nulls["toolResult"] = json!(null);
+        assert_eq!(decode(&with_nulls).unwrap(), message("hi"));
+
+        let mut unknown = item.clone();
+        unknown["colour"] = json!("red");
+        assert!(decode(&unknown).unwrap_err().starts_with("unknown field `colour`, expected one of `allowedSinks`"));
+        let mut missing = item.clone();
+        missing.as_object_mut().unwrap().remove("trust");
+        assert!(decode(&missing).unwrap_err().starts_with("missing field `trust`"));
+        let twice = item.to_string().replacen("{", r#"{"kind":"memory","#, 1);
+        assert!(serde_json::from_str::<ContextItem>(&twice).unwrap_err().to_string().starts_with("duplicate field `kind`"));
+        let mut wrong_type = item.clone();
+        wrong_type["priority"] = json!("high");
+        assert!(decode(&wrong_type).unwrap_err().starts_with("invalid type: string \"high\", expected i32"));
+        assert!(decode(&json!([item])).unwrap_err().starts_with("invalid type: sequence, expected struct ContextItem"));
+    }
 
     #[test]
     fn normalize_derives_id_digest_and_tokens() {
