@@ -709,12 +709,14 @@ fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entries: &[Entry
         if let Some(anchor) = e.anchor {
             latest_anchor.insert(anchor, i);
         }
-        let item = &candidates[i].item;
-        if let Some(task) = item.task.as_ref().filter(|_| e.has_task) {
-            latest_task.insert(task.task_id.as_str(), i);
-        }
-        if let Some(interaction) = item.interaction.as_ref().filter(|_| e.has_interaction) {
-            interactions.entry(interaction.operation_id.as_str()).or_default().push(i);
+        if e.has_task || e.has_interaction {
+            let item = &candidates[i].item;
+            if let Some(task) = &item.task {
+                latest_task.insert(task.task_id.as_str(), i);
+            }
+            if let Some(interaction) = &item.interaction {
+                interactions.entry(interaction.operation_id.as_str()).or_default().push(i);
+            }
         }
     }
     if let Some(i) = latest_user {
