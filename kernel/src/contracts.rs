@@ -424,7 +424,7 @@ pub struct ContextItem {
     pub trust: Trust,
 }
 
-/// `ContextItem`'s decoder. Derived, it is one function of about 15 KB (every
+/// `ContextItem`'s decoder. Derived, it was one function of about 15 KB (every
 /// early return drops every field read so far); the JVM host runs this code as
 /// bytecode and HotSpot never compiles a method over 8 000 bytes, so items
 /// decoded there ran interpreted. Written out, each field is read by one arm

@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 
 const T1: &str = "2026-06-01T12:01:00Z";
 const T2: &str = "2026-06-01T12:02:00Z";
-const LATER: &str = "2027-01-01T00:00:00Z";
 
 /// A session whose user says things worth remembering.
 fn store_with_session(user_lines: &[&str]) -> MemStore {

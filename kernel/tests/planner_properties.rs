@@ -8,7 +8,7 @@ use ctxkernel::planner::{ContextPlan, KeepReason, Partition};
 use ctxkernel::ErrorCode;
 use common::generate::{build, op};
 use proptest::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
 fn shuffled(items: &[Value], mut seed: u64) -> Vec<Value> {
