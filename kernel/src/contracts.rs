@@ -232,20 +232,18 @@ impl RetentionPolicy {
 
 /// True when `sink` is one of `allowed`: exact, `*`, or a `prefix:*` pattern.
 pub fn sink_allowed(allowed: &[String], sink: &str) -> bool {
-    allowed.iter().any(|pattern| {
-        pattern == "*"
-            || pattern == sink
-            || pattern.strip_suffix('*').is_some_and(|p| p.ends_with(':') && sink.starts_with(p))
-    })
+    allowed.iter().any(|pattern| sink_matches(pattern, sink))
+}
+
+fn sink_matches(pattern: &str, sink: &str) -> bool {
+    pattern == "*" || pattern == sink || pattern.strip_suffix('*').is_some_and(|p| p.ends_with(':') && sink.starts_with(p))
 }
 
 /// Whether something of this sensitivity and these allowed sinks may reach
 /// `sink`: a secret only through a sink it names, never through `*`.
 pub fn sink_admits(sensitivity: Sensitivity, allowed: &[String], sink: &str) -> bool {
-    if sensitivity >= Sensitivity::Secret {
-        return allowed.iter().any(|pattern| pattern != "*" && sink_allowed(std::slice::from_ref(pattern), sink));
-    }
-    sink_allowed(allowed, sink)
+    let secret = sensitivity >= Sensitivity::Secret;
+    allowed.iter().any(|pattern| !(secret && pattern == "*") && sink_matches(pattern, sink))
 }
 
 fn check_sinks(what: &str, sinks: &[String]) -> Result<()> {

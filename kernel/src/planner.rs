@@ -489,7 +489,6 @@ struct Entry {
 }
 
 impl Entry {
-    #[inline(never)]
     fn of(item: &ContextItem, request: &PlanRequest, overhead: u64) -> Entry {
         let (partition, demoted) = partition_of(item);
         let offence = if item.expires_at.as_ref().is_some_and(|t| t <= &request.now) {

@@ -39,8 +39,8 @@ const MIN_LINE_TOKENS: u32 = 3;
 
 // ---- tokenization
 
-fn stop_words() -> &'static std::collections::HashSet<&'static str, rustc_hash::FxBuildHasher> {
-    static WORDS: OnceLock<std::collections::HashSet<&'static str, rustc_hash::FxBuildHasher>> = OnceLock::new();
+fn stop_words() -> &'static rustc_hash::FxHashSet<&'static str> {
+    static WORDS: OnceLock<rustc_hash::FxHashSet<&'static str>> = OnceLock::new();
     WORDS.get_or_init(|| {
         "a an and are as at be been but by can did do does for from had has have he her his how i if in into is it its \
          me my no not of on or our she so than that the their them then there these they this to was we were what when \
@@ -322,7 +322,7 @@ type ScopeKey = (Scope, Option<String>);
 /// A map only ever looked up by key, never iterated, so its order cannot
 /// leak; hashed without randomness (Fx), it spares the index the string
 /// comparisons of a tree over 100k terms and ids.
-type Lookup<V> = std::collections::HashMap<String, V, rustc_hash::FxBuildHasher>;
+type Lookup<V> = rustc_hash::FxHashMap<String, V>;
 
 /// One scope's part of the index. Recall reads only the shards of its
 /// admitted scopes, so nothing outside them is ever scored or counted.
@@ -423,12 +423,17 @@ impl Index {
                 _ => i64::MIN,
             },
         };
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.docs.push(None);
-            self.facts.push(facts);
-            (self.docs.len() - 1) as u32
-        });
-        self.facts[slot as usize] = facts;
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.facts[slot as usize] = facts;
+                slot
+            }
+            None => {
+                self.docs.push(None);
+                self.facts.push(facts);
+                (self.docs.len() - 1) as u32
+            }
+        };
         let shard = self.shards.entry((vector.scope, vector.scope_id.clone())).or_default();
         shard.slots.insert(slot);
         shard.total_length += u64::from(vector.length);
