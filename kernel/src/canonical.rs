@@ -14,12 +14,21 @@ use sha2::{Digest, Sha256};
 
 /// Serializes a wire value to canonical JSON bytes.
 pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
-    serde_json::to_vec(value).map_err(|e| KernelError::internal(format!("value is not representable as JSON: {e}")))
+    serde_json::to_vec(value).map_err(unrepresentable)
 }
 
 /// Serializes a wire value to a canonical JSON string.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| KernelError::internal(format!("value is not representable as JSON: {e}")))
+    serde_json::to_string(value).map_err(unrepresentable)
+}
+
+/// Appends a wire value's canonical JSON to `out`.
+pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
+    serde_json::to_writer(out, value).map_err(unrepresentable)
+}
+
+fn unrepresentable(e: serde_json::Error) -> KernelError {
+    KernelError::internal(format!("value is not representable as JSON: {e}"))
 }
 
 /// `sha256:<hex>` of raw bytes.
@@ -41,8 +50,7 @@ pub fn digest_value<T: Serialize + ?Sized>(value: &T) -> Result<String> {
     }
     // serde writes in small pieces; hash them in blocks.
     let mut writer = std::io::BufWriter::with_capacity(16 << 10, Hashing(Sha256::new()));
-    serde_json::to_writer(&mut writer, value)
-        .map_err(|e| KernelError::internal(format!("value is not representable as JSON: {e}")))?;
+    serde_json::to_writer(&mut writer, value).map_err(unrepresentable)?;
     let hashing = writer.into_inner().map_err(|e| KernelError::internal(e.to_string()))?;
     Ok(hex_digest(&hashing.0.finalize()))
 }

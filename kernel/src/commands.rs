@@ -15,7 +15,7 @@ use crate::contracts::check_id;
 use crate::events;
 use crate::memory;
 use crate::recall;
-use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest};
+use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest, SinkGrants};
 use crate::session::{self, Head, ReadEventsRequest};
 use crate::store::{Db, Store};
 use serde::de::DeserializeOwned;
@@ -151,6 +151,7 @@ struct CachedSession {
     head: Head,
     items: Vec<Candidate>,
     compactions: Vec<(u64, Rc<CompactionRecord>)>,
+    grants: SinkGrants,
     used: u64,
 }
 
@@ -171,7 +172,7 @@ impl Kernel {
     pub fn call(&mut self, store: &mut dyn Store, command: Command, request: &str) -> Result<String> {
         self.run(store, request, |kernel, db| match command {
             Command::Info => encode(&kernel.info(db, decode(request)?)?),
-            Command::PlanContext => encode(&kernel.plan(db, decode(request)?)?),
+            Command::PlanContext => kernel.plan(db, decode(request)?)?.to_json(),
             Command::AppendEvents => encode(&session::append(db, decode(request)?)?),
             Command::ReadEvents => encode(&session::read(db, decode::<ReadEventsRequest>(request)?)?),
             Command::CompactContext => {
@@ -309,9 +310,9 @@ impl Kernel {
         }
         self.clock += 1;
         let cached = self.sessions.remove(id).filter(|c| c.head.seq <= head.seq);
-        let (from, mut items, mut compactions) = match cached {
-            Some(c) => (c.head, c.items, c.compactions),
-            None => (session::genesis(id)?, Vec::new(), Vec::new()),
+        let (from, mut items, mut compactions, mut grants) = match cached {
+            Some(c) => (c.head, c.items, c.compactions, c.grants),
+            None => (session::genesis(id)?, Vec::new(), Vec::new(), SinkGrants::default()),
         };
         if from != head {
             let events = session::load(db, id, from.seq, usize::MAX)?;
@@ -328,7 +329,12 @@ impl Kernel {
                     (Some(item), _) => {
                         let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
-                        items.push(Candidate { item: Rc::new(item), seq: Some(event.seq), canonical: Some(canonical.into()) })
+                        items.push(Candidate {
+                            grant: Some(grants.of(&item)),
+                            item: Rc::new(item),
+                            seq: Some(event.seq),
+                            canonical: Some(canonical.into()),
+                        })
                     }
                     (None, Some(record)) => compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
@@ -340,7 +346,7 @@ impl Kernel {
             oldest.map(|k| self.sessions.remove(&k));
         }
         let log = SessionLog { head: head.clone(), items: items.clone(), compactions: compactions.clone() };
-        self.sessions.insert(id.to_string(), CachedSession { head, items, compactions, used: self.clock });
+        self.sessions.insert(id.to_string(), CachedSession { head, items, compactions, grants, used: self.clock });
         Ok(log)
     }
 

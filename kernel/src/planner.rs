@@ -18,7 +18,7 @@
 
 use crate::canonical::{self, Timestamp};
 use crate::contracts::{
-    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, ToolOutcome, Trust,
+    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, Sensitivity, ToolOutcome, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::Head;
@@ -26,7 +26,7 @@ use crate::tokens;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 /// The largest model window accepted, in tokens.
@@ -235,6 +235,20 @@ impl Partition {
     }
 }
 
+impl DropReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Expired => "expired",
+            DropReason::SinkDenied => "sink-denied",
+            DropReason::PairDropped => "pair-dropped",
+            DropReason::OrphanToolResult => "orphan-tool-result",
+            DropReason::PartitionCeiling => "partition-ceiling",
+            DropReason::BudgetExhausted => "budget-exhausted",
+            DropReason::HistoryCutoff => "history-cutoff",
+        }
+    }
+}
+
 contract! {
 /// `plan-context`: plan inline items, a stored session, or both.
 pub struct PlanRequest {
@@ -378,6 +392,57 @@ pub struct Candidate {
     pub seq: Option<u64>,
     /// The item's canonical JSON, when the session log already made it.
     pub canonical: Option<Rc<RawValue>>,
+    /// The item's sink grant, when the session log shares it among its items.
+    pub grant: Option<Rc<SinkGrant>>,
+}
+
+/// What the sink rule reads of an item. A session's items mostly repeat a
+/// few grants, so its log keeps one shared copy of each ([`SinkGrants`]) and
+/// a plan decides each once: reading every item's own list of sinks, spread
+/// over the heap, was a sixth of a long session's plan.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SinkGrant {
+    sensitivity: Sensitivity,
+    allowed_sinks: Vec<String>,
+}
+
+/// The shared sink grants of a session log.
+#[derive(Debug, Default)]
+pub struct SinkGrants(BTreeSet<Rc<SinkGrant>>);
+
+impl SinkGrants {
+    pub fn of(&mut self, item: &ContextItem) -> Rc<SinkGrant> {
+        let grant = SinkGrant { sensitivity: item.sensitivity, allowed_sinks: item.allowed_sinks.clone() };
+        if let Some(shared) = self.0.get(&grant) {
+            return Rc::clone(shared);
+        }
+        let grant = Rc::new(grant);
+        self.0.insert(Rc::clone(&grant));
+        grant
+    }
+}
+
+/// The sink verdicts of one plan: a shared grant is decided once.
+struct Verdicts<'a> {
+    sink: &'a str,
+    known: Vec<(&'a Rc<SinkGrant>, bool)>,
+}
+
+impl<'a> Verdicts<'a> {
+    /// More distinct grants than this are decided each time they are met.
+    const REMEMBERED: usize = 16;
+
+    fn admits(&mut self, c: &'a Candidate) -> bool {
+        let Some(grant) = &c.grant else { return sink_permits(&c.item, self.sink) };
+        if let Some(&(_, verdict)) = self.known.iter().find(|(known, _)| Rc::ptr_eq(known, grant)) {
+            return verdict;
+        }
+        let verdict = sink_admits(grant.sensitivity, &grant.allowed_sinks, self.sink);
+        if self.known.len() < Self::REMEMBERED {
+            self.known.push((grant, verdict));
+        }
+        verdict
+    }
 }
 
 /// A kept item in a plan. A stored item is written out from the canonical
@@ -460,7 +525,7 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .map(|mut item| {
             item.prepare(limits, "")?;
             let seq = item.source_ref.seq;
-            Ok(Candidate { item: Rc::new(item), seq, canonical: None })
+            Ok(Candidate { item: Rc::new(item), seq, canonical: None, grant: None })
         })
         .collect()
 }
@@ -489,11 +554,11 @@ struct Entry {
 }
 
 impl Entry {
-    fn of(item: &ContextItem, request: &PlanRequest, overhead: u64) -> Entry {
+    fn of(item: &ContextItem, admitted: bool, now: &Timestamp, overhead: u64) -> Entry {
         let (partition, demoted) = partition_of(item);
-        let offence = if item.expires_at.as_ref().is_some_and(|t| t <= &request.now) {
+        let offence = if item.expires_at.as_ref().is_some_and(|t| t <= now) {
             Some(DropReason::Expired)
-        } else if !sink_admits(item.sensitivity, &item.allowed_sinks, &request.sink) {
+        } else if !admitted {
             Some(DropReason::SinkDenied)
         } else {
             None
@@ -592,7 +657,9 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         candidates.sort_by(|a, b| chrono(a).cmp(&chrono(b)));
     }
     let overhead = u64::from(policy.item_overhead_tokens);
-    let mut entries: Vec<Entry> = candidates.iter().map(|c| Entry::of(&c.item, request, overhead)).collect();
+    let mut verdicts = Verdicts { sink: &request.sink, known: Vec::new() };
+    let mut entries: Vec<Entry> =
+        candidates.iter().map(|c| Entry::of(&c.item, verdicts.admits(c), &request.now, overhead)).collect();
     let mut units = group_units(&candidates, &mut entries)?;
     drop_offending_units(&units, &mut entries);
     let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
@@ -965,8 +1032,10 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
 /// not JSON (see `Recovery::dropped_digest`).
 #[inline(never)]
 fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Vec<DroppedItem>, String) {
-    let mut dropped = Vec::new();
-    let mut bytes = Vec::new();
+    // Sized up front: growing these through thousands of items copies them over and over.
+    let count = entries.iter().filter(|e| matches!(e.decision, Some(Decision::Drop(_)))).count();
+    let mut dropped = Vec::with_capacity(count);
+    let mut bytes = Vec::with_capacity(count * 24);
     for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
             dropped.push(DroppedItem {
@@ -1064,6 +1133,91 @@ fn finish(
     plan.plan_id = canonical::derived_id("plan", &digest);
     plan.digest = digest;
     Ok(plan)
+}
+
+impl ContextPlan {
+    /// The plan's canonical JSON: the bytes its derived `Serialize` writes
+    /// (a test holds the two equal). A long session drops thousands of
+    /// items, and serde passes every key and label of those small records
+    /// through its string escaper, which made writing them most of a stored
+    /// plan's cost; they are written here, every other field by serde.
+    pub fn to_json(&self) -> Result<String> {
+        let ContextPlan {
+            binding,
+            budget,
+            context,
+            digest,
+            dropped,
+            now,
+            partitions,
+            pending_tool_calls,
+            plan_id,
+            recovery,
+            schema_version,
+        } = self;
+        let mut out = Vec::with_capacity((64 << 10) + 96 * dropped.len());
+        out.push(b'{');
+        field(&mut out, "binding", binding)?;
+        field(&mut out, "budget", budget)?;
+        field(&mut out, "context", context)?;
+        field(&mut out, "digest", digest)?;
+        out.extend_from_slice(b",\"dropped\":");
+        write_dropped(&mut out, dropped)?;
+        field(&mut out, "now", now)?;
+        field(&mut out, "partitions", partitions)?;
+        field(&mut out, "pendingToolCalls", pending_tool_calls)?;
+        field(&mut out, "planId", plan_id)?;
+        field(&mut out, "recovery", recovery)?;
+        field(&mut out, "schemaVersion", schema_version)?;
+        out.push(b'}');
+        String::from_utf8(out).map_err(|e| KernelError::internal(format!("a plan is not UTF-8: {e}")))
+    }
+}
+
+/// Writes one object member with serde, after a comma unless it is the first.
+fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) -> Result<()> {
+    if out.last() != Some(&b'{') {
+        out.push(b',');
+    }
+    out.push(b'"');
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    canonical::write(out, value)
+}
+
+/// The dropped records as serde writes them: keys in bytewise order, labels
+/// that need no escaping, an id escaped by serde only when it has to be.
+fn write_dropped(out: &mut Vec<u8>, dropped: &[DroppedItem]) -> Result<()> {
+    let mut number = itoa::Buffer::new();
+    out.push(b'[');
+    for (n, record) in dropped.iter().enumerate() {
+        let DroppedItem { item_id, partition, reason, seq, tokens } = record;
+        if n > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"itemId\":");
+        if item_id.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+            canonical::write(out, item_id)?;
+        } else {
+            out.push(b'"');
+            out.extend_from_slice(item_id.as_bytes());
+            out.push(b'"');
+        }
+        out.extend_from_slice(b",\"partition\":\"");
+        out.extend_from_slice(partition.name().as_bytes());
+        out.extend_from_slice(b"\",\"reason\":\"");
+        out.extend_from_slice(reason.name().as_bytes());
+        out.push(b'"');
+        if let Some(seq) = seq {
+            out.extend_from_slice(b",\"seq\":");
+            out.extend_from_slice(number.format(*seq).as_bytes());
+        }
+        out.extend_from_slice(b",\"tokens\":");
+        out.extend_from_slice(number.format(*tokens).as_bytes());
+        out.push(b'}');
+    }
+    out.push(b']');
+    Ok(())
 }
 
 /// What a plan's digest covers: every decision, the kept items by their own

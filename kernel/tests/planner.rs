@@ -4,7 +4,8 @@ mod common;
 
 use common::*;
 use ctxkernel::planner::{Partition, PlanPolicy};
-use ctxkernel::ErrorCode;
+use ctxkernel::store::MemStore;
+use ctxkernel::{Command, ErrorCode, Kernel};
 use serde_json::{json, Value};
 
 #[test]
@@ -348,4 +349,39 @@ fn oversized_items_hit_the_policy_ceiling() {
     let err = plan(&conv.items, 1_000).unwrap_err();
     assert_eq!(err.code, ErrorCode::LimitExceeded);
     assert_eq!(err.detail["maxItemBytes"], 1 << 20);
+}
+
+#[test]
+fn a_plan_is_written_as_serde_writes_it() {
+    // The dropped list is written by hand: ids that need escaping, ids
+    // beyond ASCII and items without a sequence number must come out as
+    // serde's derived encoding would have them.
+    let mut conv = Conv::new();
+    for (i, id) in ["quote\"d", "back\\slash", "中文-id", "é", "plain"].iter().enumerate() {
+        conv.user(&format!("old turn {i} {}", words(200)));
+        conv.items.last_mut().unwrap()["itemId"] = json!(id);
+    }
+    conv.push("tool-evidence", "no seq", json!({"sourceRef": {"kind": "tool", "id": "t"}, "allowedSinks": ["log"]}));
+    conv.result("nobody-called", "orphan", "success");
+    conv.user("the latest request");
+    let text = Kernel::default().call(&mut MemStore::default(), Command::PlanContext, &request(&conv.items, 600).to_string()).unwrap();
+    let plan: ctxkernel::planner::ContextPlan = serde_json::from_str(&text).unwrap();
+    let dropped: Vec<&str> = plan.dropped.iter().map(|d| d.item_id.as_str()).collect();
+    for id in ["quote\"d", "back\\slash", "中文-id"] {
+        assert!(dropped.contains(&id), "{id} is not dropped: {dropped:?}");
+    }
+    assert!(plan.dropped.iter().any(|d| d.seq.is_none()));
+    assert_eq!(serde_json::to_string(&plan).unwrap(), text);
+}
+
+#[test]
+fn labels_have_their_wire_names() {
+    for p in ctxkernel::planner::PARTITIONS {
+        assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+    }
+    let reasons = ["expired", "sink-denied", "pair-dropped", "orphan-tool-result", "partition-ceiling", "budget-exhausted", "history-cutoff"];
+    for name in reasons {
+        let reason: ctxkernel::planner::DropReason = serde_json::from_value(json!(name)).unwrap();
+        assert_eq!(reason.name(), name);
+    }
 }

@@ -91,7 +91,8 @@ proptest! {
         match (original, reordered) {
             (Ok(a), Ok(b)) => {
                 prop_assert_eq!(a.to_string(), b.to_string(), "a shuffled input changed the plan");
-                let plan: ContextPlan = serde_json::from_value(a).unwrap();
+                let plan: ContextPlan = serde_json::from_value(a.clone()).unwrap();
+                prop_assert_eq!(serde_json::to_string(&plan).unwrap(), a.to_string(), "the plan is not written as serde writes it");
                 check(&conv, &plan)?;
             }
             (Err(a), Err(b)) => {

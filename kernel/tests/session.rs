@@ -177,3 +177,37 @@ fn info_reports_the_store_revision() {
     assert_eq!(info["store"]["revision"], 1);
     assert_eq!(store.entries.get("meta/format").map(|(_, v)| v.as_slice()), Some(&br#"{"kernel":"ctxkernel","schemaVersion":1}"#[..]));
 }
+
+#[test]
+fn a_stored_session_withholds_what_inline_items_would() {
+    // Stored items share one copy of each sink grant; the verdicts must be
+    // the ones each item's own grant gives, for every sink asked.
+    let mut conv = Conv::new();
+    conv.user("start");
+    conv.push("tool-evidence", "debug dump", json!({"allowedSinks": ["log"]}));
+    conv.push("tool-evidence", "token=abc", json!({"sensitivity": "secret", "allowedSinks": ["*"]}));
+    conv.push("tool-evidence", "token=def", json!({"sensitivity": "secret", "allowedSinks": ["model:test"]}));
+    conv.push("tool-evidence", "internal, anywhere", json!({"allowedSinks": ["*"]}));
+    conv.push("tool-evidence", "same grant, secret", json!({"sensitivity": "secret", "allowedSinks": ["log"]}));
+    conv.user("go on");
+    let mut store = MemStore::default();
+    append(&mut store, &conv.items, json!({"seq": 0})).unwrap();
+    let mut kernel = Kernel::default();
+    let decisions = |plan: &Value| -> Vec<(String, String)> {
+        let kept = plan["context"].as_array().unwrap().iter().map(|p| (p["itemId"].to_string(), "kept".to_string()));
+        let dropped = plan["dropped"].as_array().unwrap().iter().map(|d| (d["itemId"].to_string(), d["reason"].to_string()));
+        let mut all: Vec<_> = kept.chain(dropped).collect();
+        all.sort();
+        all
+    };
+    for sink in ["model:test", "log", "model:other", "model:test"] {
+        let mut request = request(&conv.items, 10_000);
+        request["sink"] = json!(sink);
+        let inline = plan_value(&request).unwrap();
+        request.as_object_mut().unwrap().remove("items");
+        request["sessionId"] = json!("s/1 会话");
+        let stored = parse_canonical(&kernel.call(&mut store, Command::PlanContext, &request.to_string()).unwrap());
+        assert_eq!(decisions(&stored), decisions(&inline), "sink {sink}");
+        assert!(decisions(&stored).iter().any(|(_, d)| d == "\"sink-denied\""), "sink {sink}");
+    }
+}
