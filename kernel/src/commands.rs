@@ -8,7 +8,7 @@
 use crate::canonical;
 use crate::contracts::{check_version, SCHEMA_VERSION};
 use crate::error::{ErrorCode, KernelError, Result};
-use crate::compaction::{self, CompactRequest, CompactionRecord, ContinueRequest, ReconcileRequest, SessionLog};
+use crate::compaction::{self, CompactRequest, ContinueRequest, ReconcileRequest, SessionLog};
 use crate::consolidation::{self, ConsolidateRequest};
 use crate::content;
 use crate::contracts::check_id;
@@ -16,7 +16,7 @@ use crate::events;
 use crate::memory;
 use crate::recall;
 use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest, SinkGrants};
-use crate::session::{self, Head, ReadEventsRequest};
+use crate::session::{self, ReadEventsRequest};
 use crate::store::{Db, Store};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -148,9 +148,7 @@ pub struct Limits {
 
 /// A session's parsed, chain-verified events, valid while its head is unchanged.
 struct CachedSession {
-    head: Head,
-    items: Vec<Candidate>,
-    compactions: Vec<(u64, Rc<CompactionRecord>)>,
+    log: SessionLog,
     grants: SinkGrants,
     used: u64,
 }
@@ -178,7 +176,7 @@ impl Kernel {
             Command::CompactContext => {
                 let request: CompactRequest = decode(request)?;
                 let log = kernel.session(db, &request.session_id)?;
-                encode(&compaction::compact(db, &log, request)?)
+                encode(&compaction::compact(db, log, request)?)
             }
             Command::ContinueOperation => {
                 let request: ContinueRequest = decode(request)?;
@@ -186,10 +184,10 @@ impl Kernel {
                     check_version("request", request.schema_version)?;
                     let session = consolidation::session_of(db, &request.operation_id)?;
                     let log = kernel.session(db, &session)?;
-                    return encode(&consolidation::resume(db, &log, &request.operation_id, &request.now, request.response)?);
+                    return encode(&consolidation::resume(db, log, &request.operation_id, &request.now, request.response)?);
                 }
                 let log = kernel.operation_session(db, &request.operation_id)?;
-                encode(&compaction::resume(db, &log, request)?)
+                encode(&compaction::resume(db, log, request)?)
             }
             Command::Reconcile => {
                 let request: ReconcileRequest = decode(request)?;
@@ -198,14 +196,14 @@ impl Kernel {
                     return encode(&memory::settle_deletion(db, &request.operation_id, &request.replicas)?);
                 }
                 let log = kernel.operation_session(db, &request.operation_id)?;
-                encode(&compaction::reconcile(db, &log, request)?)
+                encode(&compaction::reconcile(db, log, request)?)
             }
             Command::ReadKernelEvents => encode(&events::read(db, decode(request)?)?),
             Command::ProposeMemory => encode(&memory::propose(db, decode(request)?)?),
             Command::ConsolidateMemory => {
                 let request: ConsolidateRequest = decode(request)?;
                 let log = kernel.session(db, &request.session_id)?;
-                encode(&consolidation::consolidate(db, &log, request)?)
+                encode(&consolidation::consolidate(db, log, request)?)
             }
             Command::DecideMemory => encode(&memory::decide(db, decode(request)?)?),
             Command::DeleteMemory => encode(&memory::delete(db, decode(request)?)?),
@@ -292,7 +290,7 @@ impl Kernel {
                 }
                 let log = self.session(db, id)?;
                 candidates.extend(compaction::project(&log.items, &log.compactions));
-                Some((id.clone(), log.head))
+                Some((id.clone(), log.head.clone()))
             }
             None => None,
         };
@@ -302,21 +300,24 @@ impl Kernel {
 
     /// A session's log, from the cache when its head still matches,
     /// catching up incrementally when the log grew.
-    fn session(&mut self, db: &mut Db, id: &str) -> Result<SessionLog> {
+    fn session(&mut self, db: &mut Db, id: &str) -> Result<&SessionLog> {
         check_id("sessionId", id)?;
         let (head, revision) = session::head(db, id)?;
         if revision == 0 {
             return Err(KernelError::new(ErrorCode::NotFound, format!("session `{id}` has no events")));
         }
         self.clock += 1;
-        let cached = self.sessions.remove(id).filter(|c| c.head.seq <= head.seq);
-        let (from, mut items, mut compactions, mut grants) = match cached {
-            Some(c) => (c.head, c.items, c.compactions, c.grants),
-            None => (session::genesis(id)?, Vec::new(), Vec::new(), SinkGrants::default()),
+        let cached = self.sessions.remove(id).filter(|c| c.log.head.seq <= head.seq);
+        let (mut log, mut grants) = match cached {
+            Some(c) => (c.log, c.grants),
+            None => {
+                let log = SessionLog { head: session::genesis(id)?, items: Vec::new(), compactions: Vec::new() };
+                (log, SinkGrants::default())
+            }
         };
-        if from != head {
-            let events = session::load(db, id, from.seq, usize::MAX)?;
-            let (reached, payloads) = session::verify_chain(id, &from, &events)?;
+        if log.head != head {
+            let events = session::load(db, id, log.head.seq, usize::MAX)?;
+            let (reached, payloads) = session::verify_chain(id, &log.head, &events)?;
             if reached != head {
                 return Err(KernelError::new(
                     ErrorCode::DigestMismatch,
@@ -329,29 +330,29 @@ impl Kernel {
                     (Some(item), _) => {
                         let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
-                        items.push(Candidate {
+                        log.items.push(Candidate {
                             grant: Some(grants.of(&item)),
                             item: Rc::new(item),
                             seq: Some(event.seq),
                             canonical: Some(canonical.into()),
                         })
                     }
-                    (None, Some(record)) => compactions.push((event.seq, Rc::new(*record))),
+                    (None, Some(record)) => log.compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
                 }
             }
+            log.head = head;
         }
         if self.sessions.len() >= CACHED_SESSIONS {
             let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());
             oldest.map(|k| self.sessions.remove(&k));
         }
-        let log = SessionLog { head: head.clone(), items: items.clone(), compactions: compactions.clone() };
-        self.sessions.insert(id.to_string(), CachedSession { head, items, compactions, grants, used: self.clock });
-        Ok(log)
+        let cached = CachedSession { log, grants, used: self.clock };
+        Ok(&self.sessions.entry(id.to_string()).or_insert(cached).log)
     }
 
     /// The log of the session an operation belongs to.
-    fn operation_session(&mut self, db: &mut Db, operation_id: &str) -> Result<SessionLog> {
+    fn operation_session(&mut self, db: &mut Db, operation_id: &str) -> Result<&SessionLog> {
         check_id("operationId", operation_id)?;
         let (_, op) = db
             .get::<compaction::Operation>(&crate::store::keys::operation(operation_id))?

@@ -276,7 +276,8 @@ pub struct ContextPlan {
     /// Kept items in prompt order.
     pub context: Vec<PlannedItem>,
     pub digest: String,
-    pub dropped: Vec<DroppedItem>,
+    #[cfg_attr(feature = "schema", schemars(with = "Vec<DroppedItem>"))]
+    pub dropped: Dropped,
     pub now: Timestamp,
     pub partitions: Vec<PartitionUsage>,
     /// Tool calls without a settled outcome: the model must not assume one.
@@ -347,6 +348,7 @@ pub struct PlannedItem {
 }
 
 contract! {
+/// An item the plan leaves out, and why.
 pub struct DroppedItem {
     pub item_id: String,
     pub partition: Partition,
@@ -355,6 +357,87 @@ pub struct DroppedItem {
     pub seq: Option<u64>,
     pub tokens: u64,
 }
+}
+
+/// The items a plan leaves out, in transcript order; on the wire, an array
+/// of [`DroppedItem`]. A long session drops thousands of items, so their ids
+/// share one buffer: a `String` for each, made and freed on every plan, was
+/// a third of a stored session's plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dropped {
+    ids: String,
+    records: Vec<DroppedRecord>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DroppedRecord {
+    /// Where the id ends in `ids`; it starts where the previous one ends.
+    id_end: usize,
+    partition: Partition,
+    reason: DropReason,
+    seq: Option<u64>,
+    tokens: u64,
+}
+
+/// One dropped item, borrowed from [`Dropped`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DroppedRef<'a> {
+    pub item_id: &'a str,
+    pub partition: Partition,
+    pub reason: DropReason,
+    pub seq: Option<u64>,
+    pub tokens: u64,
+}
+
+impl Dropped {
+    pub fn push(&mut self, item: DroppedRef<'_>) {
+        let DroppedRef { item_id, partition, reason, seq, tokens } = item;
+        self.ids.push_str(item_id);
+        self.records.push(DroppedRecord { id_end: self.ids.len(), partition, reason, seq, tokens });
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = DroppedRef<'_>> {
+        let starts = std::iter::once(0).chain(self.records.iter().map(|r| r.id_end));
+        self.records.iter().zip(starts).map(|(r, start)| DroppedRef {
+            item_id: &self.ids[start..r.id_end],
+            partition: r.partition,
+            reason: r.reason,
+            seq: r.seq,
+            tokens: r.tokens,
+        })
+    }
+}
+
+impl From<DroppedRef<'_>> for DroppedItem {
+    fn from(item: DroppedRef<'_>) -> DroppedItem {
+        let DroppedRef { item_id, partition, reason, seq, tokens } = item;
+        DroppedItem { item_id: item_id.to_string(), partition, reason, seq, tokens }
+    }
+}
+
+impl serde::Serialize for Dropped {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter().map(DroppedItem::from))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Dropped {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let mut dropped = Dropped::default();
+        for item in Vec::<DroppedItem>::deserialize(deserializer)? {
+            let DroppedItem { item_id, partition, reason, seq, tokens } = &item;
+            dropped.push(DroppedRef { item_id, partition: *partition, reason: *reason, seq: *seq, tokens: *tokens });
+        }
+        Ok(dropped)
+    }
 }
 
 contract! {
@@ -1031,21 +1114,14 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
 /// items are dropped from a long session: the digest is over a compact form,
 /// not JSON (see `Recovery::dropped_digest`).
 #[inline(never)]
-fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Vec<DroppedItem>, String) {
-    // Sized up front: growing these through thousands of items copies them over and over.
-    let count = entries.iter().filter(|e| matches!(e.decision, Some(Decision::Drop(_)))).count();
-    let mut dropped = Vec::with_capacity(count);
-    let mut bytes = Vec::with_capacity(count * 24);
+fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Dropped, String) {
+    let mut dropped = Dropped::default();
+    let mut bytes = Vec::new();
     for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
-            dropped.push(DroppedItem {
-                item_id: c.item.id().to_string(),
-                seq: c.seq,
-                partition: entry.partition,
-                tokens: entry.tokens,
-                reason,
-            });
-            bytes.extend_from_slice(c.item.id().as_bytes());
+            let item_id = c.item.id();
+            dropped.push(DroppedRef { item_id, seq: c.seq, partition: entry.partition, tokens: entry.tokens, reason });
+            bytes.extend_from_slice(item_id.as_bytes());
             bytes.extend_from_slice(&[0, entry.partition as u8, reason as u8]);
             bytes.extend_from_slice(&entry.tokens.to_le_bytes());
         }
@@ -1061,7 +1137,7 @@ fn finish(
     session: Option<(String, Head)>,
     recovery: Recovery,
     context: Vec<PlannedItem>,
-    dropped: Vec<DroppedItem>,
+    dropped: Dropped,
     pending_tool_calls: Vec<PendingToolCall>,
 ) -> Result<ContextPlan> {
     let mut kept = [0u32; 7];
@@ -1069,7 +1145,7 @@ fn finish(
     for item in &context {
         kept[item.partition as usize] += 1;
     }
-    for item in &dropped {
+    for item in dropped.iter() {
         not_kept[item.partition as usize] += 1;
     }
     let partitions = PARTITIONS
@@ -1187,11 +1263,11 @@ fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) 
 
 /// The dropped records as serde writes them: keys in bytewise order, labels
 /// that need no escaping, an id escaped by serde only when it has to be.
-fn write_dropped(out: &mut Vec<u8>, dropped: &[DroppedItem]) -> Result<()> {
+fn write_dropped(out: &mut Vec<u8>, dropped: &Dropped) -> Result<()> {
     let mut number = itoa::Buffer::new();
     out.push(b'[');
     for (n, record) in dropped.iter().enumerate() {
-        let DroppedItem { item_id, partition, reason, seq, tokens } = record;
+        let DroppedRef { item_id, partition, reason, seq, tokens } = record;
         if n > 0 {
             out.push(b',');
         }
@@ -1210,10 +1286,10 @@ fn write_dropped(out: &mut Vec<u8>, dropped: &[DroppedItem]) -> Result<()> {
         out.push(b'"');
         if let Some(seq) = seq {
             out.extend_from_slice(b",\"seq\":");
-            out.extend_from_slice(number.format(*seq).as_bytes());
+            out.extend_from_slice(number.format(seq).as_bytes());
         }
         out.extend_from_slice(b",\"tokens\":");
-        out.extend_from_slice(number.format(*tokens).as_bytes());
+        out.extend_from_slice(number.format(tokens).as_bytes());
         out.push(b'}');
     }
     out.push(b']');

@@ -366,7 +366,7 @@ fn a_plan_is_written_as_serde_writes_it() {
     conv.user("the latest request");
     let text = Kernel::default().call(&mut MemStore::default(), Command::PlanContext, &request(&conv.items, 600).to_string()).unwrap();
     let plan: ctxkernel::planner::ContextPlan = serde_json::from_str(&text).unwrap();
-    let dropped: Vec<&str> = plan.dropped.iter().map(|d| d.item_id.as_str()).collect();
+    let dropped: Vec<&str> = plan.dropped.iter().map(|d| d.item_id).collect();
     for id in ["quote\"d", "back\\slash", "中文-id"] {
         assert!(dropped.contains(&id), "{id} is not dropped: {dropped:?}");
     }

@@ -24,7 +24,7 @@ fn check(conv: &Conv, plan: &ContextPlan) -> Result<(), TestCaseError> {
     let items = &conv.items;
     let by_id: BTreeMap<&str, &Value> = items.iter().map(|i| (i["itemId"].as_str().unwrap(), i)).collect();
     let kept: BTreeSet<&str> = plan.context.iter().map(|p| p.item_id.as_str()).collect();
-    let dropped: BTreeSet<&str> = plan.dropped.iter().map(|d| d.item_id.as_str()).collect();
+    let dropped: BTreeSet<&str> = plan.dropped.iter().map(|d| d.item_id).collect();
     prop_assert_eq!(kept.len() + dropped.len(), items.len(), "every item decided once");
     prop_assert!(kept.is_disjoint(&dropped));
 
