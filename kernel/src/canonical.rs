@@ -101,6 +101,10 @@ impl Timestamp {
         &self.text
     }
 
+    pub fn unix_nanos(&self) -> i128 {
+        self.unix_nanos
+    }
+
     pub fn unix_millis(&self) -> i64 {
         (self.unix_nanos / 1_000_000) as i64
     }

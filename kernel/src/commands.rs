@@ -330,12 +330,8 @@ impl Kernel {
                     (Some(item), _) => {
                         let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
-                        log.items.push(Candidate {
-                            grant: Some(grants.of(&item)),
-                            item: Rc::new(item),
-                            seq: Some(event.seq),
-                            canonical: Some(canonical.into()),
-                        })
+                        let grant = grants.of(&item);
+                        log.items.push(Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into()), Some(grant)))
                     }
                     (None, Some(record)) => log.compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),

@@ -404,7 +404,7 @@ pub fn project(items: &[Candidate], compactions: &[(u64, Rc<CompactionRecord>)])
     let preserved: BTreeSet<u64> = latest.map(|c| c.preserved.iter().copied().collect()).unwrap_or_default();
     let mut out = Vec::with_capacity(items.len() + 1);
     if let Some(summary) = latest.and_then(|c| c.summary.clone()) {
-        out.push(Candidate { item: summary, seq: Some(0), canonical: None, grant: None });
+        out.push(Candidate::new(summary, Some(0), None, None));
     }
     for c in items {
         let seq = c.seq.unwrap_or(0);
@@ -412,12 +412,9 @@ pub fn project(items: &[Candidate], compactions: &[(u64, Rc<CompactionRecord>)])
             continue;
         }
         match externalized.get(&seq) {
-            Some(reference) => out.push(Candidate {
-                item: Rc::new(externalize(&c.item, reference)),
-                seq: c.seq,
-                canonical: None,
-                grant: c.grant.clone(),
-            }),
+            Some(reference) => {
+                out.push(Candidate::new(Rc::new(externalize(&c.item, reference)), c.seq, None, c.grant.clone()))
+            }
             None => out.push(c.clone()),
         }
     }

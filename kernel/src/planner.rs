@@ -477,6 +477,13 @@ pub struct Candidate {
     pub canonical: Option<Rc<RawValue>>,
     /// The item's sink grant, when the session log shares it among its items.
     pub grant: Option<Rc<SinkGrant>>,
+    facts: Facts,
+}
+
+impl Candidate {
+    pub fn new(item: Rc<ContextItem>, seq: Option<u64>, canonical: Option<Rc<RawValue>>, grant: Option<Rc<SinkGrant>>) -> Self {
+        Candidate { facts: Facts::of(&item), item, seq, canonical, grant }
+    }
 }
 
 /// What the sink rule reads of an item. A session's items mostly repeat a
@@ -608,60 +615,77 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .map(|mut item| {
             item.prepare(limits, "")?;
             let seq = item.source_ref.seq;
-            Ok(Candidate { item: Rc::new(item), seq, canonical: None, grant: None })
+            Ok(Candidate::new(Rc::new(item), seq, None, None))
         })
         .collect()
 }
 
-/// What the planner needs of one candidate, read from its item once: the
-/// phases below work on these dense facts rather than visiting every item
-/// again (a long session's items do not fit in cache).
-struct Entry {
+/// What the planner reads of an item, whatever the request: read once, when
+/// the candidate is made. A stored session's candidates are cached with their
+/// facts, so a plan walks one dense array rather than ten thousand items
+/// spread over the heap.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts {
     partition: Partition,
     /// Claimed a more trusted partition than its trust allows.
     demoted: bool,
     kind: ItemKind,
     priority: i32,
-    tokens: u64,
-    /// Why this item keeps its whole unit out of the plan, if it does.
-    offence: Option<DropReason>,
+    token_estimate: u32,
+    /// `expiresAt`, in nanoseconds since the Unix epoch.
+    expires: Option<i128>,
     pinned: bool,
     summary: bool,
     user_request: bool,
     /// Only a trusted item can be an anchor.
     anchor: Option<Anchor>,
     calls_tools: bool,
+    answers_call: bool,
     has_task: bool,
     has_interaction: bool,
+}
+
+impl Facts {
+    fn of(item: &ContextItem) -> Facts {
+        let (partition, demoted) = partition_of(item);
+        Facts {
+            partition,
+            demoted,
+            kind: item.kind,
+            priority: item.priority,
+            token_estimate: item.token_estimate.unwrap_or(0),
+            expires: item.expires_at.as_ref().map(Timestamp::unix_nanos),
+            pinned: item.pinned,
+            summary: item.summary_of.is_some(),
+            user_request: item.kind == ItemKind::Message && item.role == Some(Role::User),
+            anchor: item.anchor.filter(|_| item.trust <= Trust::User),
+            calls_tools: !item.tool_calls.is_empty(),
+            answers_call: item.tool_result.is_some(),
+            has_task: item.task.is_some(),
+            has_interaction: item.interaction.is_some(),
+        }
+    }
+}
+
+/// A candidate as this plan sees it: its facts and what the request makes of them.
+struct Entry {
+    facts: Facts,
+    tokens: u64,
+    /// Why this item keeps its whole unit out of the plan, if it does.
+    offence: Option<DropReason>,
     decision: Option<Decision>,
 }
 
 impl Entry {
-    fn of(item: &ContextItem, admitted: bool, now: &Timestamp, overhead: u64) -> Entry {
-        let (partition, demoted) = partition_of(item);
-        let offence = if item.expires_at.as_ref().is_some_and(|t| t <= now) {
+    fn of(facts: Facts, admitted: bool, now: &Timestamp, overhead: u64) -> Entry {
+        let offence = if facts.expires.is_some_and(|t| t <= now.unix_nanos()) {
             Some(DropReason::Expired)
         } else if !admitted {
             Some(DropReason::SinkDenied)
         } else {
             None
         };
-        Entry {
-            partition,
-            demoted,
-            kind: item.kind,
-            priority: item.priority,
-            tokens: u64::from(item.token_estimate.unwrap_or(0)) + overhead,
-            offence,
-            pinned: item.pinned,
-            summary: item.summary_of.is_some(),
-            user_request: item.kind == ItemKind::Message && item.role == Some(Role::User),
-            anchor: item.anchor.filter(|_| item.trust <= Trust::User),
-            calls_tools: !item.tool_calls.is_empty(),
-            has_task: item.task.is_some(),
-            has_interaction: item.interaction.is_some(),
-            decision: None,
-        }
+        Entry { facts, tokens: u64::from(facts.token_estimate) + overhead, offence, decision: None }
     }
 
     fn kept(&self) -> bool {
@@ -742,7 +766,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
     let overhead = u64::from(policy.item_overhead_tokens);
     let mut verdicts = Verdicts { sink: &request.sink, known: Vec::new() };
     let mut entries: Vec<Entry> =
-        candidates.iter().map(|c| Entry::of(&c.item, verdicts.admits(c), &request.now, overhead)).collect();
+        candidates.iter().map(|c| Entry::of(c.facts, verdicts.admits(c), &request.now, overhead)).collect();
     let mut units = group_units(&candidates, &mut entries)?;
     drop_offending_units(&units, &mut entries);
     let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
@@ -792,16 +816,19 @@ fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Un
     let mut units: Vec<Unit> = Vec::new();
     let mut results = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
-        for call in &c.item.tool_calls {
-            if call_owner.insert(&call.call_id, i).is_some() {
-                return Err(KernelError::invalid(format!("callId `{}` is used by two tool calls", call.call_id)));
+        // Only calls and results are read from their items: most items are neither.
+        if c.facts.calls_tools {
+            for call in &c.item.tool_calls {
+                if call_owner.insert(&call.call_id, i).is_some() {
+                    return Err(KernelError::invalid(format!("callId `{}` is used by two tool calls", call.call_id)));
+                }
             }
         }
-        if c.item.tool_result.is_some() {
+        if c.facts.answers_call {
             results.push(i);
         } else {
             unit_of[i] = Some(units.len());
-            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: entries[i].priority });
+            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: entries[i].facts.priority });
         }
     }
     for i in results {
@@ -809,7 +836,7 @@ fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Un
         match call_owner.get(call_id).and_then(|&owner| unit_of[owner]) {
             Some(u) => {
                 units[u].results.push(i);
-                units[u].priority = units[u].priority.max(entries[i].priority);
+                units[u].priority = units[u].priority.max(entries[i].facts.priority);
             }
             None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
         }
@@ -846,19 +873,19 @@ fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entries: &[Entry
     let mut latest_task = BTreeMap::new();
     let mut interactions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate().filter(|(_, e)| e.decision.is_none()) {
-        if e.pinned {
+        if e.facts.pinned {
             mark(i, KeepReason::Pinned, &mut must);
         }
-        if e.summary {
+        if e.facts.summary {
             mark(i, KeepReason::Recovery, &mut must);
         }
-        if e.user_request {
+        if e.facts.user_request {
             latest_user = Some(i);
         }
-        if let Some(anchor) = e.anchor {
+        if let Some(anchor) = e.facts.anchor {
             latest_anchor.insert(anchor, i);
         }
-        if e.has_task || e.has_interaction {
+        if e.facts.has_task || e.facts.has_interaction {
             let item = &candidates[i].item;
             if let Some(task) = &item.task {
                 latest_task.insert(task.task_id.as_str(), i);
@@ -891,7 +918,7 @@ fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entries: &[Entry
         }
     }
     let mut pending_tool_calls = Vec::new();
-    for unit in units.iter().filter(|u| entries[u.anchor].calls_tools && entries[u.anchor].decision.is_none()) {
+    for unit in units.iter().filter(|u| entries[u.anchor].facts.calls_tools && entries[u.anchor].decision.is_none()) {
         let anchor = &candidates[unit.anchor].item;
         for call in &anchor.tool_calls {
             // Results are in transcript order: the last one tells the outcome.
@@ -966,7 +993,7 @@ impl<'p> Budget<'p> {
                 continue;
             }
             for i in unit.members() {
-                let (p, tokens) = (entries[i].partition as usize, entries[i].tokens);
+                let (p, tokens) = (entries[i].facts.partition as usize, entries[i].tokens);
                 if let Some(reason) = unit.must_keep {
                     entries[i].decision = Some(Decision::Keep(reason));
                     self.used[p] += tokens;
@@ -1008,7 +1035,7 @@ impl<'p> Budget<'p> {
         let mut by_partition: [Vec<(Reverse<i32>, ItemKind, Reverse<usize>, usize)>; 7] = Default::default();
         for (u, unit) in units.iter().enumerate().filter(|(_, unit)| entries[unit.anchor].decision.is_none()) {
             let anchor = &entries[unit.anchor];
-            by_partition[anchor.partition as usize].push((Reverse(unit.priority), anchor.kind, Reverse(unit.anchor), u));
+            by_partition[anchor.facts.partition as usize].push((Reverse(unit.priority), anchor.facts.kind, Reverse(unit.anchor), u));
         }
         by_partition.iter_mut().for_each(|order| order.sort_unstable());
         let ceilings = PARTITIONS.map(|p| self.ceiling(p));
@@ -1022,7 +1049,7 @@ impl<'p> Budget<'p> {
                 } else {
                     let mut cost = [0u64; 7];
                     for i in unit.members() {
-                        cost[entries[i].partition as usize] += entries[i].tokens;
+                        cost[entries[i].facts.partition as usize] += entries[i].tokens;
                     }
                     let total: u64 = cost.iter().sum();
                     let over = |q: usize| cost[q] > 0 && self.used[q] + cost[q] > ceilings[q];
@@ -1082,10 +1109,10 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
     let mut kept_units: Vec<&Unit> = units.iter().filter(|u| entries[u.anchor].kept()).collect();
     kept_units.sort_by(|a, b| {
         let (ea, eb) = (&entries[a.anchor], &entries[b.anchor]);
-        let section = |e: &Entry| if preamble(e.partition) { e.partition as u8 } else { u8::MAX };
+        let section = |e: &Entry| if preamble(e.facts.partition) { e.facts.partition as u8 } else { u8::MAX };
         section(ea).cmp(&section(eb)).then_with(|| {
-            if preamble(ea.partition) {
-                eb.priority.cmp(&ea.priority).then(ea.kind.cmp(&eb.kind)).then(a.anchor.cmp(&b.anchor))
+            if preamble(ea.facts.partition) {
+                eb.facts.priority.cmp(&ea.facts.priority).then(ea.facts.kind.cmp(&eb.facts.kind)).then(a.anchor.cmp(&b.anchor))
             } else {
                 a.anchor.cmp(&b.anchor)
             }
@@ -1099,10 +1126,10 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
             context.push(PlannedItem {
                 item_id: c.item.id().to_string(),
                 seq: c.seq,
-                partition: entries[i].partition,
+                partition: entries[i].facts.partition,
                 tokens: entries[i].tokens,
                 keep,
-                demoted: entries[i].demoted,
+                demoted: entries[i].facts.demoted,
                 item: ItemBody { item: Rc::clone(&c.item), canonical: c.canonical.clone() },
             });
         }
@@ -1120,9 +1147,9 @@ fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Dropped, Strin
     for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
             let item_id = c.item.id();
-            dropped.push(DroppedRef { item_id, seq: c.seq, partition: entry.partition, tokens: entry.tokens, reason });
+            dropped.push(DroppedRef { item_id, seq: c.seq, partition: entry.facts.partition, tokens: entry.tokens, reason });
             bytes.extend_from_slice(item_id.as_bytes());
-            bytes.extend_from_slice(&[0, entry.partition as u8, reason as u8]);
+            bytes.extend_from_slice(&[0, entry.facts.partition as u8, reason as u8]);
             bytes.extend_from_slice(&entry.tokens.to_le_bytes());
         }
     }
@@ -1328,7 +1355,7 @@ fn over_budget(budget: &Budget, candidates: &[Candidate], entries: &[Entry]) -> 
         .iter()
         .zip(candidates)
         .filter_map(|(e, c)| match e.decision {
-            Some(Decision::Keep(reason)) => Some((e.tokens, c.item.id(), e.partition, reason)),
+            Some(Decision::Keep(reason)) => Some((e.tokens, c.item.id(), e.facts.partition, reason)),
             _ => None,
         })
         .collect();
