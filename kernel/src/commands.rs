@@ -281,7 +281,7 @@ impl Kernel {
                 return Err(KernelError::invalid(format!("itemId `{}` appears twice", c.item.id())));
             }
         }
-        let session = match &request.session_id {
+        let (session, log_ids) = match &request.session_id {
             Some(id) => {
                 for item_id in &inline_ids {
                     if db.get::<Value>(&crate::store::keys::session_item(id, item_id))?.is_some() {
@@ -290,12 +290,12 @@ impl Kernel {
                 }
                 let log = self.session(db, id)?;
                 candidates.extend(compaction::project(&log.items, &log.compactions));
-                Some((id.clone(), log.head.clone()))
+                (Some((id.clone(), log.head.clone())), log.ids.as_str())
             }
-            None => None,
+            None => (None, ""),
         };
         let memory_revision = db.memory_revision()?;
-        planner::plan(&request, &policy, input, PlanInputs { candidates, session, memory_revision })
+        planner::plan(&request, &policy, input, PlanInputs { candidates, log_ids, session, memory_revision })
     }
 
     /// A session's log, from the cache when its head still matches,
@@ -311,7 +311,8 @@ impl Kernel {
         let (mut log, mut grants) = match cached {
             Some(c) => (c.log, c.grants),
             None => {
-                let log = SessionLog { head: session::genesis(id)?, items: Vec::new(), compactions: Vec::new() };
+                let log =
+                    SessionLog { head: session::genesis(id)?, items: Vec::new(), compactions: Vec::new(), ids: String::new() };
                 (log, SinkGrants::default())
             }
         };
@@ -331,7 +332,8 @@ impl Kernel {
                         let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
                         let grant = grants.of(&item);
-                        log.items.push(Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into()), Some(grant)))
+                        let candidate = Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into()), Some(grant));
+                        log.push(candidate);
                     }
                     (None, Some(record)) => log.compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),

@@ -478,11 +478,23 @@ pub struct Candidate {
     /// The item's sink grant, when the session log shares it among its items.
     pub grant: Option<Rc<SinkGrant>>,
     facts: Facts,
+    /// Where the item's id is in its session log's `ids`, when it is logged.
+    logged_id: Option<(usize, usize)>,
 }
 
 impl Candidate {
     pub fn new(item: Rc<ContextItem>, seq: Option<u64>, canonical: Option<Rc<RawValue>>, grant: Option<Rc<SinkGrant>>) -> Self {
-        Candidate { facts: Facts::of(&item), item, seq, canonical, grant }
+        Candidate { facts: Facts::of(&item), item, seq, canonical, grant, logged_id: None }
+    }
+
+    /// The same candidate, its id logged at `at` in its session log's `ids`.
+    pub fn logged_at(self, at: std::ops::Range<usize>) -> Self {
+        Candidate { logged_id: Some((at.start, at.end)), ..self }
+    }
+
+    /// The item's id, read from the log's `ids` when it is logged there.
+    fn id<'a>(&'a self, log_ids: &'a str) -> &'a str {
+        self.logged_id.and_then(|(start, end)| log_ids.get(start..end)).unwrap_or_else(|| self.item.id())
     }
 }
 
@@ -573,9 +585,11 @@ impl<'de> serde::Deserialize<'de> for ItemBody {
 }
 
 /// Everything a plan depends on besides the request's own fields.
-pub struct PlanInputs {
+pub struct PlanInputs<'a> {
     /// Normalized items with unique ids.
     pub candidates: Vec<Candidate>,
+    /// The session log's `ids`, which its candidates' ids are read from.
+    pub log_ids: &'a str,
     pub memory_revision: u64,
     pub session: Option<(String, Head)>,
 }
@@ -748,7 +762,7 @@ pub(crate) fn sink_permits(item: &ContextItem, sink: &str) -> bool {
 /// this code as bytecode, and HotSpot never compiles a method over 8 000
 /// bytes, so one 20 KB `plan` would run interpreted there.
 pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: PlanInputs) -> Result<ContextPlan> {
-    let PlanInputs { mut candidates, session, memory_revision } = inputs;
+    let PlanInputs { mut candidates, log_ids, session, memory_revision } = inputs;
     if candidates.len() > policy.max_items as usize {
         return Err(KernelError::limit(format!(
             "{} candidate items; policy.maxItems is {}",
@@ -782,7 +796,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
 
     hash_kept(&mut candidates, &entries);
     let context = prompt_order(&units, &candidates, &entries);
-    let (dropped, dropped_digest) = dropped_items(&candidates, &entries);
+    let (dropped, dropped_digest) = dropped_items(&candidates, &entries, log_ids);
     recovery.dropped_digest = dropped_digest;
     finish(request, &budget, session, recovery, context, dropped, pending_tool_calls)
 }
@@ -1141,12 +1155,12 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
 /// items are dropped from a long session: the digest is over a compact form,
 /// not JSON (see `Recovery::dropped_digest`).
 #[inline(never)]
-fn dropped_items(candidates: &[Candidate], entries: &[Entry]) -> (Dropped, String) {
+fn dropped_items(candidates: &[Candidate], entries: &[Entry], log_ids: &str) -> (Dropped, String) {
     let mut dropped = Dropped::default();
     let mut bytes = Vec::new();
     for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
-            let item_id = c.item.id();
+            let item_id = c.id(log_ids);
             dropped.push(DroppedRef { item_id, seq: c.seq, partition: entry.facts.partition, tokens: entry.tokens, reason });
             bytes.extend_from_slice(item_id.as_bytes());
             bytes.extend_from_slice(&[0, entry.facts.partition as u8, reason as u8]);
