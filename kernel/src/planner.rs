@@ -720,6 +720,8 @@ struct Unit {
     anchor: usize,
     /// Entry indexes of the results answering the anchor's calls, in transcript order.
     results: Vec<usize>,
+    /// For each of the anchor's tool calls, the outcome its latest result gives.
+    outcomes: Vec<Option<ToolOutcome>>,
     must_keep: Option<KeepReason>,
     /// The highest priority among its members.
     priority: i32,
@@ -825,31 +827,35 @@ impl Recovery {
 #[inline(never)]
 fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Unit>> {
     // Only looked up, never iterated: hashing order cannot leak into the plan.
-    let mut call_owner: rustc_hash::FxHashMap<&str, usize> = Default::default();
+    let mut call_owner: rustc_hash::FxHashMap<&str, (usize, usize)> = Default::default();
     let mut unit_of: Vec<Option<usize>> = vec![None; candidates.len()];
     let mut units: Vec<Unit> = Vec::new();
     let mut results = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
+        if c.facts.answers_call {
+            results.push(i);
+            continue;
+        }
         // Only calls and results are read from their items: most items are neither.
+        let mut outcomes = Vec::new();
         if c.facts.calls_tools {
-            for call in &c.item.tool_calls {
-                if call_owner.insert(&call.call_id, i).is_some() {
+            for (k, call) in c.item.tool_calls.iter().enumerate() {
+                if call_owner.insert(&call.call_id, (i, k)).is_some() {
                     return Err(KernelError::invalid(format!("callId `{}` is used by two tool calls", call.call_id)));
                 }
             }
+            outcomes = vec![None; c.item.tool_calls.len()];
         }
-        if c.facts.answers_call {
-            results.push(i);
-        } else {
-            unit_of[i] = Some(units.len());
-            units.push(Unit { anchor: i, results: Vec::new(), must_keep: None, priority: entries[i].facts.priority });
-        }
+        unit_of[i] = Some(units.len());
+        units.push(Unit { anchor: i, results: Vec::new(), outcomes, must_keep: None, priority: entries[i].facts.priority });
     }
+    // In transcript order, so a call's latest result is the last one recorded.
     for i in results {
-        let call_id = candidates[i].item.tool_result.as_ref().map_or("", |r| r.call_id.as_str());
-        match call_owner.get(call_id).and_then(|&owner| unit_of[owner]) {
-            Some(u) => {
+        let result = candidates[i].item.tool_result.as_ref().expect("a result answers a call");
+        match call_owner.get(result.call_id.as_str()).and_then(|&(owner, k)| Some((unit_of[owner]?, k))) {
+            Some((u, k)) => {
                 units[u].results.push(i);
+                units[u].outcomes[k] = Some(result.outcome);
                 units[u].priority = units[u].priority.max(entries[i].facts.priority);
             }
             None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
@@ -932,18 +938,12 @@ fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entries: &[Entry
         }
     }
     let mut pending_tool_calls = Vec::new();
-    for unit in units.iter().filter(|u| entries[u.anchor].facts.calls_tools && entries[u.anchor].decision.is_none()) {
-        let anchor = &candidates[unit.anchor].item;
-        for call in &anchor.tool_calls {
-            // Results are in transcript order: the last one tells the outcome.
-            let outcome = unit
-                .results
-                .iter()
-                .rev()
-                .filter_map(|&i| candidates[i].item.tool_result.as_ref())
-                .find(|r| r.call_id == call.call_id)
-                .map_or(ToolOutcome::Pending, |r| r.outcome);
+    for unit in units.iter().filter(|u| entries[u.anchor].decision.is_none()) {
+        for (k, outcome) in unit.outcomes.iter().enumerate() {
+            let outcome = outcome.unwrap_or(ToolOutcome::Pending);
             if matches!(outcome, ToolOutcome::Pending | ToolOutcome::Unknown) {
+                let anchor = &candidates[unit.anchor].item;
+                let call = &anchor.tool_calls[k];
                 mark(unit.anchor, KeepReason::UnsettledToolCall, &mut must);
                 pending_tool_calls.push(PendingToolCall {
                     call_id: call.call_id.clone(),
