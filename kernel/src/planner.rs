@@ -361,8 +361,8 @@ pub struct DroppedItem {
 
 /// The items a plan leaves out, in transcript order; on the wire, an array
 /// of [`DroppedItem`]. A long session drops thousands of items, so their ids
-/// share one buffer: a `String` for each, made and freed on every plan, was
-/// a third of a stored session's plan.
+/// share one buffer rather than each making and freeing a `String` on every
+/// plan.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Dropped {
     ids: String,
@@ -639,7 +639,7 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
 /// facts, so a plan walks one dense array rather than ten thousand items
 /// spread over the heap.
 #[derive(Debug, Clone, Copy)]
-pub struct Facts {
+struct Facts {
     partition: Partition,
     /// Claimed a more trusted partition than its trust allows.
     demoted: bool,
@@ -832,11 +832,12 @@ fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Un
     let mut units: Vec<Unit> = Vec::new();
     let mut results = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
-        if c.facts.answers_call {
-            results.push(i);
+        // Only calls and results are read from their items: most items are neither.
+        let result = if c.facts.answers_call { c.item.tool_result.as_ref() } else { None };
+        if let Some(result) = result {
+            results.push((i, result));
             continue;
         }
-        // Only calls and results are read from their items: most items are neither.
         let mut outcomes = Vec::new();
         if c.facts.calls_tools {
             for (k, call) in c.item.tool_calls.iter().enumerate() {
@@ -850,8 +851,7 @@ fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Un
         units.push(Unit { anchor: i, results: Vec::new(), outcomes, must_keep: None, priority: entries[i].facts.priority });
     }
     // In transcript order, so a call's latest result is the last one recorded.
-    for i in results {
-        let result = candidates[i].item.tool_result.as_ref().expect("a result answers a call");
+    for (i, result) in results {
         match call_owner.get(result.call_id.as_str()).and_then(|&(owner, k)| Some((unit_of[owner]?, k))) {
             Some((u, k)) => {
                 units[u].results.push(i);
