@@ -235,6 +235,21 @@ impl Partition {
     }
 }
 
+impl KeepReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            KeepReason::Recovery => "recovery",
+            KeepReason::Pinned => "pinned",
+            KeepReason::LastUserRequest => "last-user-request",
+            KeepReason::PendingInteraction => "pending-interaction",
+            KeepReason::UnfinishedTask => "unfinished-task",
+            KeepReason::Anchor => "anchor",
+            KeepReason::UnsettledToolCall => "unsettled-tool-call",
+            KeepReason::Selected => "selected",
+        }
+    }
+}
+
 impl DropReason {
     pub fn name(self) -> &'static str {
         match self {
@@ -1234,22 +1249,63 @@ fn finish(
         pending_tool_calls,
         recovery,
     };
-    let digest = canonical::digest_value(&DigestView {
-        binding: &plan.binding,
-        budget: &plan.budget,
-        context: plan
-            .context
-            .iter()
-            .map(|p| (&p.item_id, p.seq, p.item.digest.as_deref().unwrap_or(""), p.partition, p.tokens, p.keep, p.demoted))
-            .collect(),
-        now: &plan.now,
-        partitions: &plan.partitions,
-        pending_tool_calls: &plan.pending_tool_calls,
-        recovery: &plan.recovery,
-    })?;
+    let digest = canonical::digest_bytes(&digest_form(&plan)?);
     plan.plan_id = canonical::derived_id("plan", &digest);
     plan.digest = digest;
     Ok(plan)
+}
+
+/// What a plan's digest is taken over: canonical JSON of every decision, the
+/// kept items by their own digests rather than their bodies, the dropped ones
+/// through `recovery.droppedDigest` —
+/// `{"binding","budget","context":[[itemId,seq,digest,partition,tokens,keep,demoted],…],"now","partitions","pendingToolCalls","recovery"}`.
+/// The kept items' tuples are written here, the rest by serde (see `to_json`).
+fn digest_form(plan: &ContextPlan) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(4096 + 128 * plan.context.len());
+    let mut number = itoa::Buffer::new();
+    out.push(b'{');
+    field(&mut out, "binding", &plan.binding)?;
+    field(&mut out, "budget", &plan.budget)?;
+    out.extend_from_slice(b",\"context\":[");
+    for (n, kept) in plan.context.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        write_str(&mut out, &kept.item_id)?;
+        out.push(b',');
+        match kept.seq {
+            Some(seq) => out.extend_from_slice(number.format(seq).as_bytes()),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.push(b',');
+        write_str(&mut out, kept.item.digest.as_deref().unwrap_or(""))?;
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(kept.partition.name().as_bytes());
+        out.extend_from_slice(b"\",");
+        out.extend_from_slice(number.format(kept.tokens).as_bytes());
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(kept.keep.name().as_bytes());
+        out.extend_from_slice(if kept.demoted { b"\",true]" } else { b"\",false]" });
+    }
+    out.push(b']');
+    field(&mut out, "now", &plan.now)?;
+    field(&mut out, "partitions", &plan.partitions)?;
+    field(&mut out, "pendingToolCalls", &plan.pending_tool_calls)?;
+    field(&mut out, "recovery", &plan.recovery)?;
+    out.push(b'}');
+    Ok(out)
+}
+
+/// Writes a JSON string as serde does, through serde only when it needs escaping.
+fn write_str(out: &mut Vec<u8>, s: &str) -> Result<()> {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        return canonical::write(out, s);
+    }
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+    Ok(())
 }
 
 impl ContextPlan {
@@ -1303,7 +1359,7 @@ fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, key: &str, value: &T) 
 }
 
 /// The dropped records as serde writes them: keys in bytewise order, labels
-/// that need no escaping, an id escaped by serde only when it has to be.
+/// that need no escaping.
 fn write_dropped(out: &mut Vec<u8>, dropped: &Dropped) -> Result<()> {
     let mut number = itoa::Buffer::new();
     out.push(b'[');
@@ -1313,13 +1369,7 @@ fn write_dropped(out: &mut Vec<u8>, dropped: &Dropped) -> Result<()> {
             out.push(b',');
         }
         out.extend_from_slice(b"{\"itemId\":");
-        if item_id.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-            canonical::write(out, item_id)?;
-        } else {
-            out.push(b'"');
-            out.extend_from_slice(item_id.as_bytes());
-            out.push(b'"');
-        }
+        write_str(out, item_id)?;
         out.extend_from_slice(b",\"partition\":\"");
         out.extend_from_slice(partition.name().as_bytes());
         out.extend_from_slice(b"\",\"reason\":\"");
@@ -1335,22 +1385,6 @@ fn write_dropped(out: &mut Vec<u8>, dropped: &Dropped) -> Result<()> {
     }
     out.push(b']');
     Ok(())
-}
-
-/// What a plan's digest covers: every decision, the kept items by their own
-/// digests rather than their bodies, the dropped ones through
-/// `recovery.droppedDigest`.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DigestView<'a> {
-    binding: &'a PlanBinding,
-    budget: &'a BudgetSummary,
-    #[allow(clippy::type_complexity)]
-    context: Vec<(&'a String, Option<u64>, &'a str, Partition, u64, KeepReason, bool)>,
-    now: &'a Timestamp,
-    partitions: &'a [PartitionUsage],
-    pending_tool_calls: &'a [PendingToolCall],
-    recovery: &'a Recovery,
 }
 
 fn over_budget(budget: &Budget, candidates: &[Candidate], entries: &[Entry]) -> KernelError {

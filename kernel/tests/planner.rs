@@ -384,4 +384,38 @@ fn labels_have_their_wire_names() {
         let reason: ctxkernel::planner::DropReason = serde_json::from_value(json!(name)).unwrap();
         assert_eq!(reason.name(), name);
     }
+    let keeps = ["recovery", "pinned", "last-user-request", "pending-interaction", "unfinished-task", "anchor", "unsettled-tool-call", "selected"];
+    for name in keeps {
+        let keep: ctxkernel::planner::KeepReason = serde_json::from_value(json!(name)).unwrap();
+        assert_eq!(keep.name(), name);
+    }
+}
+
+#[test]
+fn a_plan_digest_is_taken_over_its_decisions() {
+    // The digest covers the canonical JSON of every decision, kept items by
+    // their own digests; a host can recompute it from the plan it received.
+    let mut conv = Conv::new();
+    conv.user("an old turn");
+    conv.items[0]["itemId"] = json!("quote\"d \\ 中文");
+    conv.push("tool-evidence", "no sequence number", json!({"sourceRef": {"kind": "tool", "id": "t"}}));
+    conv.call("checking", &["c1"]);
+    conv.user("the latest request");
+    let plan = plan_value(&request(&conv.items, 5_000)).unwrap();
+    let context: Vec<Value> = plan["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            json!([p["itemId"], p["seq"], p["item"]["digest"], p["partition"], p["tokens"], p["keep"], p["demoted"].as_bool().unwrap_or(false)])
+        })
+        .collect();
+    assert_eq!(context.len(), conv.items.len(), "everything is kept");
+    let form = json!({
+        "binding": plan["binding"], "budget": plan["budget"], "context": context, "now": plan["now"],
+        "partitions": plan["partitions"], "pendingToolCalls": plan["pendingToolCalls"], "recovery": plan["recovery"],
+    });
+    let digest = ctxkernel::canonical::digest_bytes(serde_json::to_string(&form).unwrap().as_bytes());
+    assert_eq!(plan["digest"], digest);
+    assert!(!plan["pendingToolCalls"].as_array().unwrap().is_empty());
 }
