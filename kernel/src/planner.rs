@@ -1328,7 +1328,10 @@ impl ContextPlan {
             recovery,
             schema_version,
         } = self;
-        let mut out = Vec::with_capacity((64 << 10) + 96 * dropped.len());
+        // Sized up front: the kept bodies of a wide window run to megabytes,
+        // and growing the buffer through them copies it over and over.
+        let bodies: usize = context.iter().map(|p| p.item.canonical.as_ref().map_or(1024, |json| json.get().len())).sum();
+        let mut out = Vec::with_capacity((64 << 10) + bodies + 256 * context.len() + 96 * dropped.len());
         out.push(b'{');
         field(&mut out, "binding", binding)?;
         field(&mut out, "budget", budget)?;
