@@ -15,7 +15,7 @@ use crate::contracts::check_id;
 use crate::events;
 use crate::memory;
 use crate::recall;
-use crate::planner::{self, Candidate, PlanInputs, PlanPolicy, PlanRequest, SinkGrants};
+use crate::planner::{self, Candidate, LogTables, PlanInputs, PlanPolicy, PlanRequest};
 use crate::session::{self, ReadEventsRequest};
 use crate::store::{Db, Store};
 use serde::de::DeserializeOwned;
@@ -149,7 +149,6 @@ pub struct Limits {
 /// A session's parsed, chain-verified events, valid while its head is unchanged.
 struct CachedSession {
     log: SessionLog,
-    grants: SinkGrants,
     used: u64,
 }
 
@@ -281,7 +280,8 @@ impl Kernel {
                 return Err(KernelError::invalid(format!("itemId `{}` appears twice", c.item.id())));
             }
         }
-        let (session, log_ids) = match &request.session_id {
+        let no_log = LogTables::default();
+        let (session, log) = match &request.session_id {
             Some(id) => {
                 for item_id in &inline_ids {
                     if db.get::<Value>(&crate::store::keys::session_item(id, item_id))?.is_some() {
@@ -290,12 +290,12 @@ impl Kernel {
                 }
                 let log = self.session(db, id)?;
                 candidates.extend(compaction::project(&log.items, &log.compactions));
-                (Some((id.clone(), log.head.clone())), log.ids.as_str())
+                (Some((id.clone(), log.head.clone())), &log.tables)
             }
-            None => (None, ""),
+            None => (None, &no_log),
         };
         let memory_revision = db.memory_revision()?;
-        planner::plan(&request, &policy, input, PlanInputs { candidates, log_ids, session, memory_revision })
+        planner::plan(&request, &policy, input, PlanInputs { candidates, log, session, memory_revision })
     }
 
     /// A session's log, from the cache when its head still matches,
@@ -308,13 +308,14 @@ impl Kernel {
         }
         self.clock += 1;
         let cached = self.sessions.remove(id).filter(|c| c.log.head.seq <= head.seq);
-        let (mut log, mut grants) = match cached {
-            Some(c) => (c.log, c.grants),
-            None => {
-                let log =
-                    SessionLog { head: session::genesis(id)?, items: Vec::new(), compactions: Vec::new(), ids: String::new() };
-                (log, SinkGrants::default())
-            }
+        let mut log = match cached {
+            Some(c) => c.log,
+            None => SessionLog {
+                head: session::genesis(id)?,
+                items: Vec::new(),
+                compactions: Vec::new(),
+                tables: LogTables::default(),
+            },
         };
         if log.head != head {
             let events = session::load(db, id, log.head.seq, usize::MAX)?;
@@ -331,9 +332,7 @@ impl Kernel {
                     (Some(item), _) => {
                         let canonical = RawValue::from_string(payload)
                             .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
-                        let grant = grants.of(&item);
-                        let candidate = Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into()), Some(grant));
-                        log.push(candidate);
+                        log.push(Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into())));
                     }
                     (None, Some(record)) => log.compactions.push((event.seq, Rc::new(*record))),
                     (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
@@ -345,7 +344,7 @@ impl Kernel {
             let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());
             oldest.map(|k| self.sessions.remove(&k));
         }
-        let cached = CachedSession { log, grants, used: self.clock };
+        let cached = CachedSession { log, used: self.clock };
         Ok(&self.sessions.entry(id.to_string()).or_insert(cached).log)
     }
 

@@ -32,7 +32,7 @@ use crate::contracts::{
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
-use crate::planner::{self, Candidate, ModelProfile};
+use crate::planner::{self, Candidate, LogTables, ModelProfile};
 use crate::session::{self, Head};
 use crate::store::{keys, Db};
 use crate::tokens;
@@ -376,18 +376,13 @@ pub struct SessionLog {
     pub head: Head,
     pub items: Vec<Candidate>,
     pub compactions: Vec<(u64, Rc<CompactionRecord>)>,
-    /// The items' ids one after another, where a plan reads the thousands it
-    /// drops: reading each from its own item, across the heap, cost a fifth
-    /// of a long session's plan.
-    pub ids: String,
+    pub tables: LogTables,
 }
 
 impl SessionLog {
     /// Adds an item event's candidate.
     pub fn push(&mut self, candidate: Candidate) {
-        let start = self.ids.len();
-        self.ids.push_str(candidate.item.id());
-        self.items.push(candidate.logged_at(start..self.ids.len()));
+        self.items.push(self.tables.log(candidate));
     }
 
     /// The log as it was at `head` (an append-only log's prefix).
@@ -396,7 +391,7 @@ impl SessionLog {
             head: head.clone(),
             items: self.items.iter().filter(|c| c.seq.unwrap_or(0) <= head.seq).cloned().collect(),
             compactions: self.compactions.iter().filter(|(seq, _)| *seq <= head.seq).cloned().collect(),
-            ids: self.ids.clone(),
+            tables: self.tables.clone(),
         }
     }
 
@@ -416,7 +411,7 @@ pub fn project(items: &[Candidate], compactions: &[(u64, Rc<CompactionRecord>)])
     let preserved: BTreeSet<u64> = latest.map(|c| c.preserved.iter().copied().collect()).unwrap_or_default();
     let mut out = Vec::with_capacity(items.len() + 1);
     if let Some(summary) = latest.and_then(|c| c.summary.clone()) {
-        out.push(Candidate::new(summary, Some(0), None, None));
+        out.push(Candidate::new(summary, Some(0), None));
     }
     for c in items {
         let seq = c.seq.unwrap_or(0);
@@ -424,9 +419,7 @@ pub fn project(items: &[Candidate], compactions: &[(u64, Rc<CompactionRecord>)])
             continue;
         }
         match externalized.get(&seq) {
-            Some(reference) => {
-                out.push(Candidate::new(Rc::new(externalize(&c.item, reference)), c.seq, None, c.grant.clone()))
-            }
+            Some(reference) => out.push(Candidate::new(Rc::new(externalize(&c.item, reference)), c.seq, None)),
             None => out.push(c.clone()),
         }
     }

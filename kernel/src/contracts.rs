@@ -246,6 +246,36 @@ pub fn sink_admits(sensitivity: Sensitivity, allowed: &[String], sink: &str) -> 
     allowed.iter().any(|pattern| !(secret && pattern == "*") && sink_matches(pattern, sink))
 }
 
+/// The distinct (sensitivity, allowed sinks) pairs of many records, each with
+/// a dense id. Records mostly share a few, so a call decides each pair once
+/// ([`SinkPolicies::admitted`]) instead of reading every record's own list.
+#[derive(Debug, Clone, Default)]
+pub struct SinkPolicies {
+    policies: Vec<(Sensitivity, Vec<String>)>,
+    /// Only looked up, never iterated: hashing order cannot leak.
+    ids: rustc_hash::FxHashMap<String, u32>,
+}
+
+impl SinkPolicies {
+    /// The id of this pair, added when new.
+    pub fn id(&mut self, sensitivity: Sensitivity, sinks: &[String]) -> u32 {
+        // Sinks have no control characters: NUL separates them.
+        let key = format!("{}\0{}", sensitivity as u8, sinks.join("\0"));
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.policies.len() as u32;
+        self.policies.push((sensitivity, sinks.to_vec()));
+        self.ids.insert(key, id);
+        id
+    }
+
+    /// By id: may that pair's records reach `sink`?
+    pub fn admitted(&self, sink: &str) -> Vec<bool> {
+        self.policies.iter().map(|(sensitivity, sinks)| sink_admits(*sensitivity, sinks, sink)).collect()
+    }
+}
+
 fn check_sinks(what: &str, sinks: &[String]) -> Result<()> {
     sinks.iter().try_for_each(|s| check_id(what, s))
 }

@@ -18,7 +18,7 @@
 
 use crate::canonical::{self, Timestamp};
 use crate::contracts::{
-    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, Sensitivity, ToolOutcome, Trust,
+    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, SinkPolicies, ToolOutcome, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::Head;
@@ -26,7 +26,7 @@ use crate::tokens;
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// The largest model window accepted, in tokens.
@@ -490,75 +490,56 @@ pub struct Candidate {
     pub seq: Option<u64>,
     /// The item's canonical JSON, when the session log already made it.
     pub canonical: Option<Rc<RawValue>>,
-    /// The item's sink grant, when the session log shares it among its items.
-    pub grant: Option<Rc<SinkGrant>>,
     facts: Facts,
-    /// Where the item's id is in its session log's `ids`, when it is logged.
-    logged_id: Option<(usize, usize)>,
+    /// Where the item sits in its session log's tables, when it is logged.
+    logged: Option<LogPlace>,
 }
 
 impl Candidate {
-    pub fn new(item: Rc<ContextItem>, seq: Option<u64>, canonical: Option<Rc<RawValue>>, grant: Option<Rc<SinkGrant>>) -> Self {
-        Candidate { facts: Facts::of(&item), item, seq, canonical, grant, logged_id: None }
+    pub fn new(item: Rc<ContextItem>, seq: Option<u64>, canonical: Option<Rc<RawValue>>) -> Self {
+        Candidate { facts: Facts::of(&item), item, seq, canonical, logged: None }
     }
 
-    /// The same candidate, its id logged at `at` in its session log's `ids`.
-    pub fn logged_at(self, at: std::ops::Range<usize>) -> Self {
-        Candidate { logged_id: Some((at.start, at.end)), ..self }
+    /// The item's id, read from its log's `ids` when it is logged there.
+    fn id<'a>(&'a self, log: &'a LogTables) -> &'a str {
+        self.logged.and_then(|at| log.ids.get(at.id_start..at.id_end)).unwrap_or_else(|| self.item.id())
     }
 
-    /// The item's id, read from the log's `ids` when it is logged there.
-    fn id<'a>(&'a self, log_ids: &'a str) -> &'a str {
-        self.logged_id.and_then(|(start, end)| log_ids.get(start..end)).unwrap_or_else(|| self.item.id())
-    }
-}
-
-/// What the sink rule reads of an item. A session's items mostly repeat a
-/// few grants, so its log keeps one shared copy of each ([`SinkGrants`]) and
-/// a plan decides each once: reading every item's own list of sinks, spread
-/// over the heap, was a sixth of a long session's plan.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SinkGrant {
-    sensitivity: Sensitivity,
-    allowed_sinks: Vec<String>,
-}
-
-/// The shared sink grants of a session log.
-#[derive(Debug, Default)]
-pub struct SinkGrants(BTreeSet<Rc<SinkGrant>>);
-
-impl SinkGrants {
-    pub fn of(&mut self, item: &ContextItem) -> Rc<SinkGrant> {
-        let grant = SinkGrant { sensitivity: item.sensitivity, allowed_sinks: item.allowed_sinks.clone() };
-        if let Some(shared) = self.0.get(&grant) {
-            return Rc::clone(shared);
+    /// Whether the item may go to the sink `admitted` was decided for.
+    fn admitted(&self, admitted: &[bool], sink: &str) -> bool {
+        match self.logged.and_then(|at| admitted.get(at.policy as usize)) {
+            Some(&verdict) => verdict,
+            None => sink_permits(&self.item, sink),
         }
-        let grant = Rc::new(grant);
-        self.0.insert(Rc::clone(&grant));
-        grant
     }
 }
 
-/// The sink verdicts of one plan: a shared grant is decided once.
-struct Verdicts<'a> {
-    sink: &'a str,
-    known: Vec<(&'a Rc<SinkGrant>, bool)>,
+/// What a session log keeps beside its candidates for planning: a long
+/// session's items, spread over the heap, are slow to visit one by one (a
+/// cache miss each, on every plan). Their ids sit side by side here, where a
+/// plan reads the thousands it drops, and their few distinct sink policies
+/// are decided once per plan.
+#[derive(Debug, Clone, Default)]
+pub struct LogTables {
+    ids: String,
+    policies: SinkPolicies,
 }
 
-impl<'a> Verdicts<'a> {
-    /// More distinct grants than this are decided each time they are met.
-    const REMEMBERED: usize = 16;
+/// Where a logged item sits in its log's [`LogTables`].
+#[derive(Debug, Clone, Copy)]
+struct LogPlace {
+    id_start: usize,
+    id_end: usize,
+    policy: u32,
+}
 
-    fn admits(&mut self, c: &'a Candidate) -> bool {
-        let Some(grant) = &c.grant else { return sink_permits(&c.item, self.sink) };
-        if let Some(&(_, verdict)) = self.known.iter().find(|(known, _)| Rc::ptr_eq(known, grant)) {
-            return verdict;
-        }
-        let verdict = sink_admits(grant.sensitivity, &grant.allowed_sinks, self.sink);
-        if self.known.len() < Self::REMEMBERED {
-            self.known.push((grant, verdict));
-        }
-        verdict
+impl LogTables {
+    /// Logs `candidate`'s item in the tables.
+    pub fn log(&mut self, candidate: Candidate) -> Candidate {
+        let id_start = self.ids.len();
+        self.ids.push_str(candidate.item.id());
+        let policy = self.policies.id(candidate.item.sensitivity, &candidate.item.allowed_sinks);
+        Candidate { logged: Some(LogPlace { id_start, id_end: self.ids.len(), policy }), ..candidate }
     }
 }
 
@@ -603,8 +584,8 @@ impl<'de> serde::Deserialize<'de> for ItemBody {
 pub struct PlanInputs<'a> {
     /// Normalized items with unique ids.
     pub candidates: Vec<Candidate>,
-    /// The session log's `ids`, which its candidates' ids are read from.
-    pub log_ids: &'a str,
+    /// The tables of the session log the logged candidates come from.
+    pub log: &'a LogTables,
     pub memory_revision: u64,
     pub session: Option<(String, Head)>,
 }
@@ -644,7 +625,7 @@ pub fn normalize_inline(items: Vec<ContextItem>, policy: &PlanPolicy) -> Result<
         .map(|mut item| {
             item.prepare(limits, "")?;
             let seq = item.source_ref.seq;
-            Ok(Candidate::new(Rc::new(item), seq, None, None))
+            Ok(Candidate::new(Rc::new(item), seq, None))
         })
         .collect()
 }
@@ -779,7 +760,7 @@ pub(crate) fn sink_permits(item: &ContextItem, sink: &str) -> bool {
 /// this code as bytecode, and HotSpot never compiles a method over 8 000
 /// bytes, so one 20 KB `plan` would run interpreted there.
 pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: PlanInputs) -> Result<ContextPlan> {
-    let PlanInputs { mut candidates, log_ids, session, memory_revision } = inputs;
+    let PlanInputs { mut candidates, log, session, memory_revision } = inputs;
     if candidates.len() > policy.max_items as usize {
         return Err(KernelError::limit(format!(
             "{} candidate items; policy.maxItems is {}",
@@ -795,9 +776,11 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         candidates.sort_by(|a, b| chrono(a).cmp(&chrono(b)));
     }
     let overhead = u64::from(policy.item_overhead_tokens);
-    let mut verdicts = Verdicts { sink: &request.sink, known: Vec::new() };
-    let mut entries: Vec<Entry> =
-        candidates.iter().map(|c| Entry::of(c.facts, verdicts.admits(c), &request.now, overhead)).collect();
+    let admitted = log.policies.admitted(&request.sink);
+    let mut entries: Vec<Entry> = candidates
+        .iter()
+        .map(|c| Entry::of(c.facts, c.admitted(&admitted, &request.sink), &request.now, overhead))
+        .collect();
     let mut units = group_units(&candidates, &mut entries)?;
     drop_offending_units(&units, &mut entries);
     let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
@@ -813,7 +796,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
 
     hash_kept(&mut candidates, &entries);
     let context = prompt_order(&units, &candidates, &entries);
-    let (dropped, dropped_digest) = dropped_items(&candidates, &entries, log_ids);
+    let (dropped, dropped_digest) = dropped_items(&candidates, &entries, log);
     recovery.dropped_digest = dropped_digest;
     finish(request, &budget, session, recovery, context, dropped, pending_tool_calls)
 }
@@ -1170,12 +1153,12 @@ fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> 
 /// items are dropped from a long session: the digest is over a compact form,
 /// not JSON (see `Recovery::dropped_digest`).
 #[inline(never)]
-fn dropped_items(candidates: &[Candidate], entries: &[Entry], log_ids: &str) -> (Dropped, String) {
+fn dropped_items(candidates: &[Candidate], entries: &[Entry], log: &LogTables) -> (Dropped, String) {
     let mut dropped = Dropped::default();
     let mut bytes = Vec::new();
     for (entry, c) in entries.iter().zip(candidates) {
         if let Some(Decision::Drop(reason)) = entry.decision {
-            let item_id = c.id(log_ids);
+            let item_id = c.id(log);
             dropped.push(DroppedRef { item_id, seq: c.seq, partition: entry.facts.partition, tokens: entry.tokens, reason });
             bytes.extend_from_slice(item_id.as_bytes());
             bytes.extend_from_slice(&[0, entry.facts.partition as u8, reason as u8]);

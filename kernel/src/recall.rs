@@ -18,7 +18,9 @@
 //! identifier is kept too); CJK, kana and hangul as character bigrams.
 
 use crate::canonical::Timestamp;
-use crate::contracts::{check_id, check_version, AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity, SourceRef};
+use crate::contracts::{
+    check_id, check_version, AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity, SinkPolicies, SourceRef,
+};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::memory;
 use crate::store::{decode, keys, Db};
@@ -339,7 +341,7 @@ struct Shard {
 #[derive(Clone, Copy)]
 struct Facts {
     length: u32,
-    /// Its (sensitivity, allowed sinks), as an index into `Index::policies`.
+    /// Its (sensitivity, allowed sinks), as an id in `Index::policies`.
     policy: u32,
     /// Current while `now` is before this (in ms; `i64::MIN` when its
     /// state is not active, `i64::MAX` when it has no end).
@@ -356,11 +358,9 @@ pub struct Index {
     docs: Vec<Option<Doc>>,
     /// By slot, beside `docs`.
     facts: Vec<Facts>,
-    /// The distinct (sensitivity, allowed sinks) of the documents: few, so
-    /// a recall decides each once rather than once per document. Not pruned
+    /// The distinct (sensitivity, allowed sinks) of the documents. Not pruned
     /// before the next full load: one entry per policy ever indexed.
-    policies: Vec<(Sensitivity, Vec<String>)>,
-    policy_ids: Lookup<u32>,
+    policies: SinkPolicies,
     free: Vec<u32>,
     slot_of: Lookup<u32>,
     shards: BTreeMap<ScopeKey, Shard>,
@@ -417,7 +417,7 @@ impl Index {
         self.remove_doc(&vector.memory_id);
         let facts = Facts {
             length: vector.length,
-            policy: self.policy_id(vector.sensitivity, &vector.allowed_sinks),
+            policy: self.policies.id(vector.sensitivity, &vector.allowed_sinks),
             current_until: match vector.state {
                 MemoryState::Active | MemoryState::Reinforced => vector.until_ms.unwrap_or(i64::MAX),
                 _ => i64::MIN,
@@ -454,24 +454,7 @@ impl Index {
         self.docs[slot as usize] = Some(Doc { vector, embedding });
     }
 
-    fn policy_id(&mut self, sensitivity: Sensitivity, sinks: &[String]) -> u32 {
-        // Sinks have no control characters: NUL separates them.
-        let key = format!("{}\0{}", sensitivity as u8, sinks.join("\0"));
-        if let Some(&id) = self.policy_ids.get(&key) {
-            return id;
-        }
-        let id = self.policies.len() as u32;
-        self.policies.push((sensitivity, sinks.to_vec()));
-        self.policy_ids.insert(key, id);
-        id
-    }
-
-    /// By policy: may its documents reach `sink`?
-    fn permitted(&self, sink: &str) -> Vec<bool> {
-        self.policies.iter().map(|(sensitivity, sinks)| crate::contracts::sink_admits(*sensitivity, sinks, sink)).collect()
-    }
-
-    /// Allowed to the sink (by `permitted`) and current at `now_ms`.
+    /// Allowed to the sink (by `SinkPolicies::admitted`) and current at `now_ms`.
     fn admits(&self, slot: u32, permitted: &[bool], now_ms: i64) -> bool {
         let facts = self.facts[slot as usize];
         permitted[facts.policy as usize] && now_ms < facts.current_until
@@ -704,7 +687,7 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
 
     // Scope admission happened above (only admitted shards are read); the
     // sink and time filters decide each candidate before it is scored.
-    let permitted = index.permitted(&request.sink);
+    let permitted = index.policies.admitted(&request.sink);
     let mut verdicts = vec![Verdict::Unseen; index.docs.len()];
     let mut eligible = |slot: u32, filtered: &mut BTreeMap<String, u32>| -> bool {
         let verdict = &mut verdicts[slot as usize];
@@ -917,7 +900,7 @@ pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Res
     index.catch_up(db)?;
     let now_ms = request.now.unix_millis();
     let scopes = [ScopeRef { scope: request.scope, scope_id: request.scope_id.clone() }];
-    let permitted = index.permitted(&request.sink);
+    let permitted = index.policies.admitted(&request.sink);
     let mut docs: Vec<&DocVector> = index
         .admitted(&scopes)
         .flat_map(|shard| shard.slots.iter().copied())

@@ -180,8 +180,8 @@ fn info_reports_the_store_revision() {
 
 #[test]
 fn a_stored_session_withholds_what_inline_items_would() {
-    // Stored items share one copy of each sink grant; the verdicts must be
-    // the ones each item's own grant gives, for every sink asked.
+    // A stored session decides each distinct sink policy once; the verdicts
+    // must be the ones each item's own policy gives, for every sink asked.
     let mut conv = Conv::new();
     conv.user("start");
     conv.push("tool-evidence", "debug dump", json!({"allowedSinks": ["log"]}));
