@@ -90,7 +90,8 @@ impl Timestamp {
         use time::format_description::well_known::Rfc3339;
         let parsed = time::OffsetDateTime::parse(text, &Rfc3339)
             .map_err(|e| KernelError::invalid(format!("`{text}` is not an RFC 3339 timestamp: {e}")))?
-            .to_offset(time::UtcOffset::UTC);
+            .checked_to_offset(time::UtcOffset::UTC)
+            .ok_or_else(|| KernelError::invalid(format!("`{text}` is outside the years 0000–9999 in UTC")))?;
         let text = parsed
             .format(&Rfc3339)
             .map_err(|e| KernelError::invalid(format!("`{text}` cannot be normalized: {e}")))?;
@@ -107,6 +108,12 @@ impl Timestamp {
 
     pub fn unix_millis(&self) -> i64 {
         (self.unix_nanos / 1_000_000) as i64
+    }
+
+    /// `seconds` after this instant, in nanoseconds since the epoch; never
+    /// overflows (an instant is at most year 9999, `seconds` at most u64).
+    pub fn nanos_after(&self, seconds: u64) -> i128 {
+        self.unix_nanos + i128::from(seconds) * 1_000_000_000
     }
 }
 
@@ -173,5 +180,16 @@ mod tests {
         assert_eq!(a.as_str(), "2026-03-01T08:00:00Z");
         assert!(Timestamp::parse("2026-03-01 08:00").is_err());
         assert!(Timestamp::parse("2026-03-01T08:00:00.250Z").unwrap() > b);
+    }
+
+    #[test]
+    fn instants_past_the_calendar_are_refused_not_wrapped() {
+        for text in ["9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59-23:59"] {
+            assert_eq!(Timestamp::parse(text).unwrap_err().code, crate::ErrorCode::InvalidRequest, "{text}");
+        }
+        for text in ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59+01:00", "0000-01-01T00:00:00Z", "0000-01-01T00:59:00-00:59"] {
+            let t = Timestamp::parse(text).unwrap();
+            assert!(t.nanos_after(u64::MAX) > t.unix_nanos(), "{text}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! written nothing the host keeps: the host rolls its transaction back.
 
 use crate::canonical;
-use crate::contracts::{check_version, SCHEMA_VERSION};
+use crate::contracts::{check_version, check_version_of, SCHEMA_VERSION};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::compaction::{self, CompactRequest, ContinueRequest, ReconcileRequest, SessionLog};
 use crate::consolidation::{self, ConsolidateRequest};
@@ -18,6 +18,7 @@ use crate::recall;
 use crate::planner::{self, Candidate, LogTables, PlanInputs, PlanPolicy, PlanRequest};
 use crate::session::{self, ReadEventsRequest};
 use crate::store::{Db, Store};
+use crate::wire;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -364,11 +365,12 @@ impl Kernel {
 // make one function too large for the JVM host to compile.
 #[inline(never)]
 pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
+    let request = wire::numbers(request)?;
     // Most requests are well formed: decode without tracking paths, and
     // only decode a failing one again to say where it failed.
-    match serde_json::from_str(request) {
+    match serde_json::from_str(&request) {
         Ok(value) => Ok(value),
-        Err(_) => explain::<T>(request),
+        Err(_) => explain::<T>(&request),
     }
 }
 
@@ -383,16 +385,21 @@ fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
                 Err(e) => Err(KernelError::invalid(format!("the request is not valid JSON: {e}"))),
             }
         }
+        Err(error) if error.inner().is_syntax() || error.inner().is_eof() => {
+            return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())))
+        }
         Err(error) => error,
     };
-    let Ok(raw) = serde_json::from_str::<Value>(request) else {
-        return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())));
-    };
-    if let Some(version) = foreign_version(&raw) {
-        check_version("the request", version)?;
+    let message = without_position(error.inner());
+    // A duplicated field is wrong whatever its value: its first and last
+    // values must not decide between two different answers.
+    if !message.starts_with("duplicate field") {
+        if let Some(version) = foreign_version(request) {
+            check_version_of("the request", version)?;
+        }
     }
     let path = error.path().to_string();
-    Err(KernelError::invalid(format!("at `{path}`: {}", without_position(error.inner()))).with_detail(json!({"path": path})))
+    Err(KernelError::invalid(format!("at `{path}`: {message}")).with_detail(json!({"path": path})))
 }
 
 /// serde's message without " at line L column C": where a value sits in the
@@ -404,14 +411,25 @@ fn without_position(error: &serde_json::Error) -> String {
 }
 
 /// The first `schemaVersion` that is not ours, in the envelope or its items.
-fn foreign_version(raw: &Value) -> Option<u32> {
-    let version = |v: &Value| v.get("schemaVersion").and_then(Value::as_u64);
-    let items = raw.get("items").and_then(Value::as_array).into_iter().flatten();
-    std::iter::once(raw)
-        .chain(items)
-        .filter_map(version)
+/// Everything else is skipped unread, however deep it nests.
+fn foreign_version(request: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Versioned {
+        #[serde(rename = "schemaVersion")]
+        schema_version: Option<u64>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        #[serde(rename = "schemaVersion")]
+        schema_version: Option<u64>,
+        #[serde(default)]
+        items: Vec<Versioned>,
+    }
+    let envelope: Envelope = serde_json::from_str(request).ok()?;
+    std::iter::once(envelope.schema_version)
+        .chain(envelope.items.into_iter().map(|i| i.schema_version))
+        .flatten()
         .find(|v| *v != u64::from(SCHEMA_VERSION))
-        .map(|v| u32::try_from(v).unwrap_or(u32::MAX))
 }
 
 #[inline(never)]

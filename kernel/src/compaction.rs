@@ -27,8 +27,8 @@
 use crate::canonical::{self, Timestamp};
 use crate::content::{self, Excerpt};
 use crate::contracts::{
-    check_id, check_version, ContentRef, ContextItem, InteractionState, ItemKind, Origin, Provenance, Role, Scope,
-    Sensitivity, SourceKind, SourceRef, Span, SummaryOf, ToolOutcome, Trust,
+    check_id, check_sink, check_version, ContentRef, ContextItem, InteractionState, ItemKind, Origin, Provenance, Role, Scope,
+    Sensitivity, SinkPolicy, SourceKind, SourceRef, Span, SummaryOf, ToolOutcome, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
@@ -448,8 +448,9 @@ struct Prepared {
     inputs: Vec<Candidate>,
     withheld: u32,
     span_events: u32,
-    /// Raw events after the previous cut up to this one, as archived.
-    archive: Option<Vec<u8>>,
+    /// Raw events after the previous cut up to this one, as archived: one
+    /// archive per sink policy, those the request's sink may read first.
+    archives: Vec<(SinkPolicy, Vec<u8>)>,
     externalize: Vec<(Candidate, Vec<u8>)>,
 }
 
@@ -608,19 +609,49 @@ fn prepare(db: &mut Db, log: &SessionLog, request: &CompactRequest, policy: &Com
     } else {
         log.compactions.iter().rev().find_map(|(_, c)| c.summary.as_ref().map(|_| c.preserved.clone())).unwrap_or_default()
     };
-    let archive = if new_material {
+    let archives = if new_material {
         let events = session::load(db, &request.session_id, previous_cut, (cut_seq - previous_cut) as usize)?;
-        let mut bytes = Vec::new();
-        for event in &events {
-            bytes.extend(canonical::to_bytes(event)?);
-            bytes.push(b'\n');
-        }
-        Some(bytes)
+        archives(&events, &log.items, &request.sink)?
     } else {
-        None
+        Vec::new()
     };
     let span_events = if new_material { (cut_seq - previous_cut) as u32 } else { 0 };
-    Ok(Some(Prepared { before, cut_seq, preserved, inputs, withheld: withheld.len() as u32, span_events, archive, externalize }))
+    Ok(Some(Prepared { before, cut_seq, preserved, inputs, withheld: withheld.len() as u32, span_events, archives, externalize }))
+}
+
+/// Groups events by who may read them. An item's policy is its own; a
+/// compaction's is the narrowest of its summary and of the items it
+/// externalized (their excerpts are in it). Events the sink may read share
+/// one archive under the narrowest of their policies; every other policy
+/// gets an archive of its own.
+fn archives(events: &[session::Event], items: &[Candidate], sink: &str) -> Result<Vec<(SinkPolicy, Vec<u8>)>> {
+    let of = |item: &ContextItem| SinkPolicy::new(item.sensitivity, &item.allowed_sinks);
+    let by_seq: BTreeMap<u64, &ContextItem> = items.iter().filter_map(|c| Some((c.seq?, &*c.item))).collect();
+    let mut main: Option<(SinkPolicy, Vec<u8>)> = None;
+    let mut others: BTreeMap<SinkPolicy, Vec<u8>> = BTreeMap::new();
+    for event in events {
+        let policy = match (&event.item, &event.compaction) {
+            (Some(item), _) => of(item),
+            (None, Some(record)) => record
+                .summary
+                .iter()
+                .map(|s| of(s))
+                .chain(record.externalized.iter().filter_map(|e| by_seq.get(&e.seq).map(|i| of(i))))
+                .reduce(|a, b| a.narrow(&b))
+                .unwrap_or_else(|| SinkPolicy::new(Sensitivity::Internal, &["*".to_string()])),
+            (None, None) => return Err(KernelError::storage(format!("event {} holds neither an item nor a compaction", event.seq))),
+        };
+        let mut line = canonical::to_bytes(event)?;
+        line.push(b'\n');
+        if policy.admits(sink) {
+            let (joined, bytes) = main.get_or_insert_with(|| (policy.clone(), Vec::new()));
+            *joined = joined.narrow(&policy);
+            bytes.extend(line);
+        } else {
+            others.entry(policy).or_default().extend(line);
+        }
+    }
+    Ok(main.into_iter().chain(others).collect())
 }
 
 /// One line per item: what happened, clipped.
@@ -855,7 +886,7 @@ fn metrics_event(record: &CompactionRecord, states: &[CompactionState]) -> serde
 pub fn compact(db: &mut Db, log: &SessionLog, request: CompactRequest) -> Result<CompactResponse> {
     check_version("request", request.schema_version)?;
     check_id("sessionId", &request.session_id)?;
-    check_id("sink", &request.sink)?;
+    check_sink(&request.sink)?;
     let policy = request.policy.clone().unwrap_or_default();
     policy.validate()?;
     input_budget(&request.model)?;
@@ -976,13 +1007,14 @@ fn commit(
     // Everything is decided and verified before anything is written.
     let mut artifact_refs = Vec::new();
     let mut externalized = Vec::new();
-    let mut writes: Vec<(ContentRef, &[u8], Sensitivity, Vec<String>)> = Vec::new();
+    let mut writes: Vec<(ContentRef, &[u8], SinkPolicy)> = Vec::new();
     let mut externalized_bytes = 0;
     for (c, bytes) in &prepared.externalize {
         let item = &c.item;
         let mime = "text/plain";
-        let reference = content::reference(bytes, Some(mime), content::summarize(bytes, Some(mime), excerpt))?;
-        writes.push((reference.clone(), bytes, item.sensitivity, item.allowed_sinks.clone()));
+        let (policy, _) = content::screened(bytes, SinkPolicy::new(item.sensitivity, &item.allowed_sinks));
+        let reference = content::reference(bytes, Some(mime), content::summarize(bytes, Some(mime), excerpt, policy.sensitivity))?;
+        writes.push((reference.clone(), bytes, policy));
         externalized_bytes += bytes.len() as u64;
         artifact_refs.push(reference.clone());
         externalized.push(Externalized { content_ref: reference, item_id: item.id().to_string(), seq: c.seq.unwrap_or(0) });
@@ -997,12 +1029,20 @@ fn commit(
     };
     let compaction_digest = canonical::digest_value(&json!({"operation": op_id, "cut": prepared.cut_seq, "session": session}))?;
     let compaction_id = canonical::derived_id("cmp", &compaction_digest);
-    let summary_item = match &prepared.archive {
-        Some(archive) if prepared.summarizes() => {
-            let label = format!("archive of session `{session}` events up to #{}", prepared.cut_seq);
-            let archive_ref = content::reference(archive, Some("application/x-ndjson"), label)?;
-            let sensitivity = prepared.inputs.iter().map(|c| c.item.sensitivity).max().unwrap_or(Sensitivity::Internal);
-            writes.insert(0, (archive_ref.clone(), archive.as_slice(), sensitivity, vec!["*".to_string()]));
+    // Each archive is readable exactly where all of its events are: the
+    // events this sink may read form the one the summary cites, and each other
+    // policy gets its own, so nothing becomes readable where it was not.
+    let mut archives = Vec::new();
+    for (n, (policy, bytes)) in prepared.archives.iter().enumerate() {
+        let part = if n == 0 { String::new() } else { format!(" (part {})", n + 1) };
+        let label = format!("archive of session `{session}` events up to #{}{part}", prepared.cut_seq);
+        let reference = content::reference(bytes, Some("application/x-ndjson"), label)?;
+        writes.insert(n, (reference.clone(), bytes.as_slice(), policy.clone()));
+        artifact_refs.insert(n, reference.clone());
+        archives.push((reference, policy));
+    }
+    let summary_item = match archives.first() {
+        Some((archive_ref, archive_policy)) if prepared.summarizes() && archive_policy.admits(&request.sink) => {
             let text = match &summary {
                 Summary::Local { .. } => local_summary(prepared, &archive_ref.object_id, policy),
                 Summary::Provider { text, .. } => clip_summary(
@@ -1015,8 +1055,7 @@ fn commit(
                     policy.summary_max_tokens,
                 ),
             };
-            artifact_refs.insert(0, archive_ref.clone());
-            Some(Rc::new(summary_item(prepared, &compaction_id, &archive_ref, text, strategy, request, now)?))
+            Some(Rc::new(summary_item(prepared, &compaction_id, archive_ref, text, strategy, request, now)?))
         }
         _ => None,
     };
@@ -1082,8 +1121,8 @@ fn commit(
     record.metrics.duration_ms = now.unix_millis() - request.now.unix_millis();
 
     states.push(CompactionState::Committing);
-    for (reference, bytes, sensitivity, sinks) in &writes {
-        content::store(db, reference, bytes, *sensitivity, sinks, now)?;
+    for (reference, bytes, policy) in &writes {
+        content::store(db, reference, bytes, policy, now)?;
     }
     let head = session::append_compaction(db, session, record.clone(), now)?;
     states.push(CompactionState::Committed);
@@ -1112,13 +1151,14 @@ fn summary_item(
 ) -> Result<ContextItem> {
     let inputs = &prepared.inputs;
     let from = inputs.iter().filter_map(|c| c.seq).filter(|s| *s > 0).min().unwrap_or(prepared.cut_seq);
-    let mut sinks: Vec<String> = inputs.first().map(|c| c.item.allowed_sinks.clone()).unwrap_or_default();
-    for c in inputs.iter().skip(1) {
-        sinks = content::narrower_sinks(&sinks, &c.item.allowed_sinks);
-    }
+    let policy = inputs
+        .iter()
+        .map(|c| SinkPolicy::new(c.item.sensitivity, &c.item.allowed_sinks))
+        .reduce(|a, b| a.narrow(&b))
+        .unwrap_or_else(|| SinkPolicy::new(Sensitivity::Internal, &[]));
     let digest = canonical::digest_bytes(text.as_bytes());
     Ok(ContextItem {
-        allowed_sinks: sinks,
+        allowed_sinks: policy.sinks,
         anchor: None,
         content: Some(text.clone()),
         content_ref: None,
@@ -1136,11 +1176,13 @@ fn summary_item(
             method: Some(format!("compaction:{}", if strategy == Strategy::Local { "local" } else { "provider" })),
             origin: if strategy == Strategy::Local { Origin::Kernel } else { Origin::Model },
         },
-        role: Some(Role::Assistant),
+        // A summary is data about the conversation, never the assistant's own
+        // word or an instruction: it sits where the user's material does.
+        role: Some(Role::User),
         schema_version: 1,
         scope: Scope::Session,
         scope_id: None,
-        sensitivity: inputs.iter().map(|c| c.item.sensitivity).max().unwrap_or(Sensitivity::Internal),
+        sensitivity: policy.sensitivity,
         source_ref: SourceRef {
             id: request.session_id.clone(),
             kind: SourceKind::Session,

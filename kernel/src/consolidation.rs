@@ -227,7 +227,13 @@ fn propose_found(db: &mut Db, request: &ConsolidateRequest, found: Vec<Found>, m
             evidence_refs: vec![SourceRef { id: request.session_id.clone(), kind: SourceKind::Session, seq: Some(f.seq), span: None }],
             importance: 0.5,
             key: None,
-            provenance: Provenance { actor: None, derived_from: Vec::new(), method: Some(method.to_string()), origin: Origin::Kernel },
+            // A provider's extraction is a model's words, whatever it quotes.
+            provenance: Provenance {
+                actor: None,
+                derived_from: Vec::new(),
+                method: Some(method.to_string()),
+                origin: if method == "provider" { Origin::Model } else { Origin::Kernel },
+            },
             retention_policy: None,
             scope,
             scope_id: scope_id.clone(),

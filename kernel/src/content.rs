@@ -6,10 +6,12 @@
 //! digest. Reads never return wrong bytes: a missing chunk is
 //! `content-unavailable`, a changed one `digest-mismatch`. Each object
 //! carries the access policy of its source (sensitivity, allowed sinks); a
-//! read names its sink and is refused (`scope-denied`) outside them.
+//! read names its sink and is refused (`scope-denied`) outside them. Text in
+//! which the secret detector finds a credential is stored `secret` whatever
+//! it was declared, and a secret object's summary says only its size and type.
 
 use crate::canonical::{self, Timestamp};
-use crate::contracts::{check_id, check_version, sink_admits, sink_allowed, ContentRef, Sensitivity};
+use crate::contracts::{check_id, check_sink, check_version, ContentRef, Sensitivity, SinkPolicy};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::store::{keys, Db};
 use serde_json::json;
@@ -55,10 +57,19 @@ pub struct PutContentRequest {
 
 contract! {
 pub struct PutContentResponse {
+    /// The sinks a reader may name, as stored (a second store of the same
+    /// bytes only narrows them).
+    pub allowed_sinks: Vec<String>,
     pub content_ref: ContentRef,
     /// False when the same bytes were already stored.
     pub created: bool,
+    /// The detector rule that found a credential in the bytes, which made
+    /// the object `secret` whatever the request declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_secret: Option<String>,
     pub schema_version: u32,
+    /// The sensitivity the object is stored under.
+    pub sensitivity: Sensitivity,
 }
 }
 
@@ -86,10 +97,13 @@ impl Default for Excerpt {
 }
 
 /// A summary that says plainly what is left out: the head and tail of the
-/// text, or the size and type of binary content.
-pub fn summarize(bytes: &[u8], mime_type: Option<&str>, excerpt: Excerpt) -> String {
+/// text, or the size and type of binary content or of anything secret.
+pub fn summarize(bytes: &[u8], mime_type: Option<&str>, excerpt: Excerpt, sensitivity: Sensitivity) -> String {
     let digest = canonical::digest_bytes(bytes);
     let kind = mime_type.unwrap_or("application/octet-stream");
+    if sensitivity >= Sensitivity::Secret {
+        return format!("[externalized {kind}: {} bytes, {digest}; {}, not shown]", bytes.len(), sensitivity.name());
+    }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return format!("[externalized {kind}: {} bytes, {digest}; binary, not shown]", bytes.len());
     };
@@ -112,15 +126,14 @@ fn hex_of(digest: &str) -> &str {
     digest.strip_prefix("sha256:").unwrap_or(digest)
 }
 
-/// The sinks both lists admit: each pattern or name of one list that the
-/// other list fully covers.
-pub fn narrower_sinks(a: &[String], b: &[String]) -> Vec<String> {
-    fn covers(list: &[String], p: &str) -> bool {
-        list.iter().any(|q| q == "*" || q == p) || (!p.contains('*') && sink_allowed(list, p))
+/// The policy `bytes` are stored under: `declared`, made `secret` when the
+/// detector finds a credential in them (and the rule that found it).
+pub fn screened(bytes: &[u8], declared: SinkPolicy) -> (SinkPolicy, Option<&'static str>) {
+    let found = std::str::from_utf8(bytes).ok().and_then(crate::memory::detect_secret);
+    match found {
+        Some(_) if declared.sensitivity < Sensitivity::Secret => (SinkPolicy::new(Sensitivity::Secret, &declared.sinks), found),
+        _ => (declared, found),
     }
-    let both: std::collections::BTreeSet<&String> =
-        a.iter().filter(|p| covers(b, p)).chain(b.iter().filter(|q| covers(a, q))).collect();
-    both.into_iter().cloned().collect()
 }
 
 /// The reference a context keeps for `bytes`, without storing anything.
@@ -140,19 +153,21 @@ pub fn reference(bytes: &[u8], mime_type: Option<&str>, summary: String) -> Resu
     })
 }
 
-/// Stores the bytes behind `reference` (idempotently); false when they were
-/// already there. A second store may only tighten the access policy.
-pub fn store(db: &mut Db, reference: &ContentRef, bytes: &[u8], sensitivity: Sensitivity, allowed_sinks: &[String], now: &Timestamp) -> Result<bool> {
+/// Stores the bytes behind `reference` (idempotently) under `policy`.
+/// Returns whether they were new, and the policy they are stored under: a
+/// second store of the same bytes only narrows it.
+pub fn store(db: &mut Db, reference: &ContentRef, bytes: &[u8], policy: &SinkPolicy, now: &Timestamp) -> Result<(bool, SinkPolicy)> {
     let hex = reference.object_id.as_str();
     let meta_key = keys::blob_meta(hex);
     if let Some((revision, mut meta)) = db.get::<BlobMeta>(&meta_key)? {
-        let sinks = narrower_sinks(&meta.allowed_sinks, allowed_sinks);
-        if sinks != meta.allowed_sinks || sensitivity > meta.sensitivity {
-            meta.allowed_sinks = sinks;
-            meta.sensitivity = meta.sensitivity.max(sensitivity);
+        let stored = meta.policy();
+        let narrowed = stored.narrow(policy);
+        if narrowed != stored {
+            meta.allowed_sinks = narrowed.sinks.clone();
+            meta.sensitivity = narrowed.sensitivity;
             db.put(&meta_key, &meta, Some(revision))?;
         }
-        return Ok(false);
+        return Ok((false, narrowed));
     }
     let mut chunk_count = 0;
     for (n, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
@@ -160,17 +175,23 @@ pub fn store(db: &mut Db, reference: &ContentRef, bytes: &[u8], sensitivity: Sen
         chunk_count += 1;
     }
     let meta = BlobMeta {
-        allowed_sinks: allowed_sinks.to_vec(),
+        allowed_sinks: policy.sinks.clone(),
         byte_length: bytes.len() as u64,
         chunk_count,
         created_at: now.clone(),
         digest: reference.digest.clone(),
         mime_type: reference.mime_type.clone(),
         schema_version: 1,
-        sensitivity,
+        sensitivity: policy.sensitivity,
     };
     db.put(&meta_key, &meta, Some(0))?;
-    Ok(true)
+    Ok((true, policy.clone()))
+}
+
+impl BlobMeta {
+    pub fn policy(&self) -> SinkPolicy {
+        SinkPolicy::new(self.sensitivity, &self.allowed_sinks)
+    }
 }
 
 pub fn put(db: &mut Db, request: PutContentRequest, bytes: &[u8]) -> Result<PutContentResponse> {
@@ -179,13 +200,41 @@ pub fn put(db: &mut Db, request: PutContentRequest, bytes: &[u8]) -> Result<PutC
     if let Some(mime) = &request.mime_type {
         check_id("mimeType", mime)?;
     }
+    let (declared, detected) = screened(bytes, SinkPolicy::new(request.sensitivity, &request.allowed_sinks));
+    // Bytes stored before keep the narrower of both policies; the summary
+    // is written for the policy they will have.
+    let digest = canonical::digest_bytes(bytes);
+    let policy = match meta(db, hex_of(&digest))? {
+        Some(stored) => stored.policy().narrow(&declared),
+        None => declared,
+    };
     let summary = match request.summary {
-        Some(summary) => summary,
-        None => summarize(bytes, request.mime_type.as_deref(), Excerpt::default()),
+        None => summarize(bytes, request.mime_type.as_deref(), Excerpt::default(), policy.sensitivity),
+        Some(_) if policy.sensitivity >= Sensitivity::Secret => {
+            return Err(KernelError::invalid(format!(
+                "summary: the content is {}, and a secret's summary says only its size and type; leave `summary` out",
+                policy.sensitivity.name()
+            ))
+            .with_detail(json!({"field": "summary", "detector": detected})));
+        }
+        Some(summary) => {
+            if let Some(rule) = crate::memory::detect_secret(&summary) {
+                return Err(KernelError::invalid(format!("summary: it contains a secret ({rule}); a summary is shown where the bytes are not"))
+                    .with_detail(json!({"field": "summary", "detector": rule})));
+            }
+            summary
+        }
     };
     let content_ref = reference(bytes, request.mime_type.as_deref(), summary)?;
-    let created = store(db, &content_ref, bytes, request.sensitivity, &request.allowed_sinks, &request.now)?;
-    Ok(PutContentResponse { content_ref, created, schema_version: 1 })
+    let (created, stored) = store(db, &content_ref, bytes, &policy, &request.now)?;
+    Ok(PutContentResponse {
+        allowed_sinks: stored.sinks,
+        content_ref,
+        created,
+        detected_secret: detected.map(str::to_string),
+        schema_version: 1,
+        sensitivity: stored.sensitivity,
+    })
 }
 
 fn unavailable(object: &str, why: &str) -> KernelError {
@@ -200,13 +249,13 @@ pub fn meta(db: &mut Db, object_id: &str) -> Result<Option<BlobMeta>> {
 
 pub fn get(db: &mut Db, request: GetContentRequest) -> Result<Vec<u8>> {
     check_version("request", request.schema_version)?;
-    check_id("sink", &request.sink)?;
+    check_sink(&request.sink)?;
     let object = request.object_id.as_str();
     if object.len() != 64 || !object.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return Err(KernelError::invalid("objectId must be 64 lowercase hex digits"));
     }
     let meta = meta(db, object)?.ok_or_else(|| unavailable(object, "no such object"))?;
-    if !sink_admits(meta.sensitivity, &meta.allowed_sinks, &request.sink) {
+    if !meta.policy().admits(&request.sink) {
         return Err(KernelError::new(
             ErrorCode::ScopeDenied,
             format!("content `{object}` may not go to sink `{}`", request.sink),

@@ -13,7 +13,12 @@ pub const MAX_ID_BYTES: usize = 256;
 
 /// Checks a `schemaVersion` field.
 pub fn check_version(what: &str, version: u32) -> Result<()> {
-    if version == SCHEMA_VERSION {
+    check_version_of(what, u64::from(version))
+}
+
+/// Checks a `schemaVersion` read wider than the field, to name it as sent.
+pub fn check_version_of(what: &str, version: u64) -> Result<()> {
+    if version == u64::from(SCHEMA_VERSION) {
         Ok(())
     } else {
         Err(KernelError::new(
@@ -70,6 +75,18 @@ pub enum Sensitivity {
 }
 }
 
+impl Sensitivity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Sensitivity::Public => "public",
+            Sensitivity::Internal => "internal",
+            Sensitivity::Personal => "personal",
+            Sensitivity::Secret => "secret",
+            Sensitivity::Restricted => "restricted",
+        }
+    }
+}
+
 label! {
 /// Visibility scope, narrowest first.
 pub enum Scope {
@@ -80,6 +97,39 @@ pub enum Scope {
     User,
     Global,
 }
+}
+
+/// Checks that a scope names its instance: every scope but `global` needs
+/// its `scopeId` (`project` alone would name every project at once), and
+/// `global` has none. `what` is the scope field's name, e.g. `scopes[2].scope`.
+pub fn check_scope(what: &str, scope: Scope, scope_id: Option<&str>) -> Result<()> {
+    let id_field = match what.strip_suffix("scope") {
+        Some(prefix) => format!("{prefix}scopeId"),
+        None => format!("{what}Id"),
+    };
+    match (scope, scope_id) {
+        (Scope::Global, None) => Ok(()),
+        (Scope::Global, Some(_)) => Err(KernelError::invalid(format!("{id_field} must be absent for the `global` scope"))),
+        (_, None) => Err(KernelError::invalid(format!(
+            "{id_field} is required: {what} `{}` names a kind of scope, and its id says which one",
+            scope.name()
+        ))
+        .with_detail(serde_json::json!({"field": id_field}))),
+        (_, Some(id)) => check_id(&id_field, id),
+    }
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Turn => "turn",
+            Scope::Session => "session",
+            Scope::Agent => "agent",
+            Scope::Project => "project",
+            Scope::User => "user",
+            Scope::Global => "global",
+        }
+    }
 }
 
 label! {
@@ -236,14 +286,84 @@ pub fn sink_allowed(allowed: &[String], sink: &str) -> bool {
 }
 
 fn sink_matches(pattern: &str, sink: &str) -> bool {
-    pattern == "*" || pattern == sink || pattern.strip_suffix('*').is_some_and(|p| p.ends_with(':') && sink.starts_with(p))
+    pattern == sink || pattern_prefix(pattern).is_some_and(|prefix| sink.starts_with(prefix))
+}
+
+/// What a sink pattern requires of a sink's start: `*` nothing, `model:*`
+/// `model:`; anything else names one sink.
+fn pattern_prefix(pattern: &str) -> Option<&str> {
+    match pattern.strip_suffix('*') {
+        Some(prefix) if prefix.is_empty() || prefix.ends_with(':') => Some(prefix),
+        _ => None,
+    }
 }
 
 /// Whether something of this sensitivity and these allowed sinks may reach
-/// `sink`: a secret only through a sink it names, never through `*`.
+/// `sink`: a secret only through a sink it names exactly, never through a
+/// pattern (`*`, `model:*`), which would admit sinks nobody named for it.
 pub fn sink_admits(sensitivity: Sensitivity, allowed: &[String], sink: &str) -> bool {
-    let secret = sensitivity >= Sensitivity::Secret;
-    allowed.iter().any(|pattern| !(secret && pattern == "*") && sink_matches(pattern, sink))
+    if sensitivity >= Sensitivity::Secret {
+        allowed.iter().any(|name| name == sink)
+    } else {
+        sink_allowed(allowed, sink)
+    }
+}
+
+/// Who may receive something: its sensitivity and the sinks it allows.
+/// Every derivation (a summary, an archive, a merged memory) takes the
+/// [`narrow`](SinkPolicy::narrow)est policy of its inputs, so no derived
+/// thing reaches a sink one of its inputs could not.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SinkPolicy {
+    pub sensitivity: Sensitivity,
+    /// Sorted, without repeats; a secret's holds only exact names (the
+    /// patterns it was given admit nothing for it).
+    pub sinks: Vec<String>,
+}
+
+impl SinkPolicy {
+    pub fn new(sensitivity: Sensitivity, sinks: &[String]) -> SinkPolicy {
+        let secret = sensitivity >= Sensitivity::Secret;
+        let mut sinks: Vec<String> = sinks.iter().filter(|s| !(secret && pattern_prefix(s).is_some())).cloned().collect();
+        sinks.sort();
+        sinks.dedup();
+        SinkPolicy { sensitivity, sinks }
+    }
+
+    pub fn admits(&self, sink: &str) -> bool {
+        sink_admits(self.sensitivity, &self.sinks, sink)
+    }
+
+    /// The strictest sensitivity of the two, and the sinks both admit: each
+    /// name or pattern of one list whose every sink the other list admits.
+    /// (Prefix patterns are nested or disjoint, so this is exactly the overlap.)
+    pub fn narrow(&self, other: &SinkPolicy) -> SinkPolicy {
+        fn covered(pattern: &str, list: &[String]) -> bool {
+            match pattern_prefix(pattern) {
+                None => sink_allowed(list, pattern),
+                Some(prefix) => list.iter().any(|q| pattern_prefix(q).is_some_and(|q| prefix.starts_with(q))),
+            }
+        }
+        let both: Vec<String> = self
+            .sinks
+            .iter()
+            .filter(|p| covered(p, &other.sinks))
+            .chain(other.sinks.iter().filter(|q| covered(q, &self.sinks)))
+            .cloned()
+            .collect();
+        SinkPolicy::new(self.sensitivity.max(other.sensitivity), &both)
+    }
+}
+
+/// Checks the sink a request names: one concrete sink, never a pattern.
+pub fn check_sink(sink: &str) -> Result<()> {
+    check_id("sink", sink)?;
+    if sink.contains('*') {
+        return Err(KernelError::invalid(format!(
+            "sink `{sink}` is a pattern; a request names the one sink its output goes to"
+        )));
+    }
+    Ok(())
 }
 
 /// The distinct (sensitivity, allowed sinks) pairs of many records, each with
@@ -778,6 +898,16 @@ pub enum AuthorityKind {
 }
 }
 
+impl AuthorityKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthorityKind::Policy => "policy",
+            AuthorityKind::Management => "management",
+            AuthorityKind::UserExplicit => "user-explicit",
+        }
+    }
+}
+
 label! {
 pub enum MemoryState {
     Candidate,
@@ -844,6 +974,20 @@ pub struct MemoryRecord {
 }
 
 impl MemoryRecord {
+    /// When it stops being current, in nanoseconds since the epoch: its
+    /// `validTo`, or the end of its TTL, whichever comes first.
+    pub fn ends_at(&self) -> Option<i128> {
+        let ttl_end = match (self.retention_policy.mode, self.retention_policy.ttl_seconds) {
+            (RetentionMode::Ttl, Some(ttl)) => Some(self.created_at.nanos_after(ttl)),
+            _ => None,
+        };
+        let valid_end = self.valid_to.as_ref().map(Timestamp::unix_nanos);
+        match (ttl_end, valid_end) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         check_version("memory record", self.schema_version)?;
         check_id("memoryId", &self.memory_id)?;

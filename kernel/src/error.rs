@@ -70,6 +70,12 @@ impl KernelError {
         self
     }
 
+    /// Names the element of a batch the error is about: `candidates[2]: …`.
+    pub fn at(mut self, element: &str) -> Self {
+        self.message = format!("{element}: {}", self.message);
+        self
+    }
+
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorCode::InvalidRequest, message)
     }

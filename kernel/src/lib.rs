@@ -17,8 +17,10 @@
 //! - [`compaction`] — the compaction state machine and session projection
 //! - [`content`] — content addressed by sha256 (externalized output, archives)
 //! - [`events`] — the kernel's bodiless event stream
+//! - [`authority`] — who may change a memory: one table for every transition
 //! - [`memory`] — the governed memory lifecycle
 //! - [`recall`] — recall and the resident snapshot
+//! - [`wire`] — the number contract of request text
 //! - [`commands`] — the command table every host calls
 
 /// A wire type: camelCase fields, unknown fields rejected. Fields are declared
@@ -43,6 +45,7 @@ macro_rules! label {
     };
 }
 
+pub mod authority;
 pub mod canonical;
 pub mod commands;
 pub mod compaction;
@@ -57,6 +60,7 @@ pub mod recall;
 pub mod session;
 pub mod store;
 pub mod tokens;
+pub mod wire;
 
 #[cfg(target_arch = "wasm32")]
 mod component;

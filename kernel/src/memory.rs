@@ -22,11 +22,11 @@
 //! caller's fence first, so a replica replaying an old write cannot bring the
 //! memory back: every read checks the tombstone.
 
+use crate::authority::{self, Act, Grounding, Subject, UserMessage};
 use crate::canonical::{self, Timestamp};
-use crate::content;
 use crate::contracts::{
-    check_id, check_version, sink_admits, AuthorityKind, MemoryRecord, MemoryState, Origin, Provenance, RetentionMode,
-    RetentionPolicy, Scope, Sensitivity, SourceKind, SourceRef, SCHEMA_VERSION,
+    check_id, check_scope, check_version, sink_admits, AuthorityKind, MemoryRecord, MemoryState, Origin, Provenance, RetentionMode,
+    RetentionPolicy, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, SCHEMA_VERSION,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
@@ -286,6 +286,8 @@ contract! {
 /// `purge-memory`: a dry run returns the plan and the exact confirmation a
 /// real run must repeat.
 pub struct PurgeRequest {
+    /// Only a named manager purges (see [`authority`]).
+    pub authority: Authority,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<String>,
     pub dry_run: bool,
@@ -379,19 +381,16 @@ struct Deletion {
 
 // ---- keys
 
+/// A scope's key segment: its name, then its id escaped, or `-` for none.
+/// `-` is the one id [`keys::segment`] writes as `-`, so that id is escaped
+/// too: no id is written the way "no id" is.
 fn scope_segment(scope: Scope, scope_id: &Option<String>) -> String {
-    format!("{}/{}", scope_name(scope), keys::segment(scope_id.as_deref().unwrap_or("-")))
-}
-
-fn scope_name(scope: Scope) -> &'static str {
-    match scope {
-        Scope::Turn => "turn",
-        Scope::Session => "session",
-        Scope::Agent => "agent",
-        Scope::Project => "project",
-        Scope::User => "user",
-        Scope::Global => "global",
-    }
+    let id = match scope_id.as_deref() {
+        None => "-".to_string(),
+        Some("-") => "%2D".to_string(),
+        Some(id) => keys::segment(id),
+    };
+    format!("{}/{id}", scope.name())
 }
 
 fn record_key(id: &str) -> String {
@@ -600,12 +599,7 @@ pub fn effective_state(record: &MemoryRecord, now: &Timestamp) -> MemoryState {
     if !live {
         return record.state;
     }
-    let past_validity = record.valid_to.as_ref().is_some_and(|t| t <= now);
-    let past_ttl = record.retention_policy.mode == RetentionMode::Ttl
-        && record.retention_policy.ttl_seconds.is_some_and(|ttl| {
-            now.unix_millis() >= record.created_at.unix_millis().saturating_add((ttl as i64).saturating_mul(1000))
-        });
-    if (past_validity || past_ttl) && record.state != MemoryState::Candidate {
+    if record.ends_at().is_some_and(|end| end <= now.unix_nanos()) && record.state != MemoryState::Candidate {
         MemoryState::Expired
     } else {
         record.state
@@ -683,58 +677,48 @@ fn unlink(db: &mut Db, record: &MemoryRecord) -> Result<()> {
 }
 
 /// The latest raw user message of a session, if any.
-fn latest_user_message(db: &mut Db, session: &str) -> Result<Option<String>> {
+/// The latest message the user wrote in a session: role user, origin user,
+/// trust at most `user` (session keeps the pointer only for such messages).
+fn latest_user_message(db: &mut Db, session: &str) -> Result<Option<UserMessage>> {
     let Some((_, pointer)) = db.get::<serde_json::Value>(&keys::session_last_user(session))? else {
         return Ok(None);
     };
     let seq = pointer["seq"].as_u64().unwrap_or(0);
-    Ok(db.get::<Event>(&keys::session_event(session, seq))?.and_then(|(_, e)| e.item).and_then(|i| i.content))
+    let item = db.get::<Event>(&keys::session_event(session, seq))?.and_then(|(_, e)| e.item);
+    Ok(item.filter(|i| crate::session::grounds_user_authority(i)).and_then(|i| i.content).map(|text| UserMessage { text }))
 }
 
-/// User-explicit authority holds only when the user said it: the claim, as
-/// normalized text, is inside the session's latest raw user message.
-fn check_grounded(db: &mut Db, authority: &Authority, claims: &[&str]) -> Result<()> {
-    if authority.kind != AuthorityKind::UserExplicit {
-        return Ok(());
-    }
-    let session = authority
-        .session_id
-        .as_deref()
-        .ok_or_else(|| KernelError::invalid("user-explicit authority needs the sessionId whose latest user message grounds it"))?;
-    let message = latest_user_message(db, session)?.map(|m| normalize(&m)).unwrap_or_default();
-    for claim in claims {
-        let claim = normalize(claim);
-        if claim.is_empty() || !message.contains(&claim) {
-            return Err(KernelError::new(
-                ErrorCode::ScopeDenied,
-                "user-explicit authority: the claim does not appear in the user's latest message",
+/// Checks one transition against the authority table (see [`authority`]).
+fn authorize(
+    db: &mut Db,
+    act: Act,
+    authority: &Authority,
+    origin: Origin,
+    evidence: &[SourceRef],
+    grounding: Grounding,
+) -> Result<()> {
+    let message = match (authority.kind, authority.session_id.as_deref()) {
+        (AuthorityKind::UserExplicit, None) => {
+            return Err(KernelError::invalid(
+                "authority.sessionId is required: user-explicit authority is grounded by the user's latest message in that session",
             )
-            .with_detail(json!({"sessionId": session})));
+            .with_detail(json!({"field": "authority.sessionId"})))
+        }
+        (AuthorityKind::UserExplicit, Some(session)) => {
+            check_id("authority.sessionId", session)?;
+            latest_user_message(db, session)?
+        }
+        _ => None,
+    };
+    let mut evidence_trust = None;
+    if act == Act::Activate && authority.kind == AuthorityKind::Policy {
+        for reference in evidence.iter().filter(|r| r.kind == SourceKind::Session) {
+            let seq = reference.seq.unwrap_or(0);
+            let trust = db.get::<Event>(&keys::session_event(&reference.id, seq))?.and_then(|(_, e)| e.item).map(|i| i.trust);
+            evidence_trust = evidence_trust.max(trust);
         }
     }
-    Ok(())
-}
-
-fn check_authority_for(action: &str, authority: &Authority, record_origin: Origin) -> Result<()> {
-    if let Some(actor) = &authority.actor {
-        check_id("authority.actor", actor)?;
-    }
-    let allowed = match authority.kind {
-        AuthorityKind::UserExplicit | AuthorityKind::Management => true,
-        // Policy runs rules: it may expire, archive and reinforce, and activate
-        // what did not come from a model.
-        AuthorityKind::Policy => match action {
-            "expire" | "archive" | "reinforce" => true,
-            "activate" => record_origin != Origin::Model,
-            _ => false,
-        },
-    };
-    if allowed {
-        Ok(())
-    } else {
-        Err(KernelError::new(ErrorCode::ScopeDenied, format!("policy authority may not {action} this memory"))
-            .with_detail(json!({"action": action})))
-    }
+    authority::check(act, authority.kind, authority.actor.as_deref(), &Subject { origin, evidence_trust }, grounding, message.as_ref())
 }
 
 fn admit_scope(record: &MemoryRecord, scope: Scope, scope_id: &Option<String>) -> Result<()> {
@@ -820,8 +804,8 @@ fn resolve_slot(db: &mut Db, record: &mut MemoryRecord, authority: &Authority, n
 
 /// The strictest sensitivity and narrowest sinks of a candidate's sources.
 fn inherited_policy(db: &mut Db, candidate: &MemoryCandidate) -> Result<(Sensitivity, Vec<String>)> {
-    let mut sensitivity = candidate.sensitivity.unwrap_or(Sensitivity::Internal);
-    let mut sinks: Option<Vec<String>> = candidate.allowed_sinks.clone();
+    let declared = candidate.sensitivity.unwrap_or(Sensitivity::Internal);
+    let mut policy: Option<SinkPolicy> = candidate.allowed_sinks.as_ref().map(|sinks| SinkPolicy::new(declared, sinks));
     for reference in &candidate.evidence_refs {
         reference.validate()?;
         if reference.kind != SourceKind::Session {
@@ -832,14 +816,14 @@ fn inherited_policy(db: &mut Db, candidate: &MemoryCandidate) -> Result<(Sensiti
             .get::<Event>(&keys::session_event(&reference.id, seq))?
             .and_then(|(_, e)| e.item)
             .ok_or_else(|| KernelError::new(ErrorCode::NotFound, format!("evidence: session `{}` has no event {seq}", reference.id)))?;
-        sensitivity = sensitivity.max(event.sensitivity);
-        sinks = Some(match sinks {
-            Some(current) => content::narrower_sinks(&current, &event.allowed_sinks),
-            None => event.allowed_sinks.clone(),
+        let theirs = SinkPolicy::new(event.sensitivity.max(declared), &event.allowed_sinks);
+        policy = Some(match policy {
+            Some(current) => current.narrow(&theirs),
+            None => theirs,
         });
     }
-    let sinks = sinks.ok_or_else(|| KernelError::invalid("allowedSinks is required when no evidence is a session event"))?;
-    Ok((sensitivity, sinks))
+    let policy = policy.ok_or_else(|| KernelError::invalid("allowedSinks is required when no evidence is a session event"))?;
+    Ok((policy.sensitivity, policy.sinks))
 }
 
 pub fn propose(db: &mut Db, request: ProposeRequest) -> Result<ProposeResponse> {
@@ -853,7 +837,11 @@ pub fn propose(db: &mut Db, request: ProposeRequest) -> Result<ProposeResponse> 
 
 /// Proposes candidates in order, then advances the memory revision once.
 pub fn propose_all(db: &mut Db, candidates: Vec<MemoryCandidate>, authority: Option<&Authority>, now: &Timestamp) -> Result<Vec<MemoryReceipt>> {
-    let receipts = candidates.into_iter().map(|c| propose_one(db, c, authority, now)).collect::<Result<Vec<_>>>()?;
+    let receipts = candidates
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| propose_one(db, c, authority, now).map_err(|e| e.at(&format!("candidates[{i}]"))))
+        .collect::<Result<Vec<_>>>()?;
     if !receipts.is_empty() {
         memory_revision_bump(db)?;
     }
@@ -877,11 +865,11 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
     if candidate.scope == Scope::Global {
         return Err(KernelError::new(ErrorCode::ScopeDenied, "memories are never proposed into `global`; promote one explicitly"));
     }
+    check_scope("scope", candidate.scope, candidate.scope_id.as_deref())?;
     let (sensitivity, allowed_sinks) = inherited_policy(db, &candidate)?;
     let grounded = match authority {
         Some(authority) => {
-            check_grounded(db, authority, &[&candidate.content])?;
-            check_authority_for("activate", authority, candidate.provenance.origin)?;
+            authorize(db, Act::Activate, authority, candidate.provenance.origin, &candidate.evidence_refs, Grounding::Said(&candidate.content))?;
             true
         }
         None => false,
@@ -900,8 +888,9 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
                         existing.evidence_refs.push(reference.clone());
                     }
                 }
-                existing.sensitivity = existing.sensitivity.max(sensitivity);
-                existing.allowed_sinks = content::narrower_sinks(&existing.allowed_sinks, &allowed_sinks);
+                let narrowed = SinkPolicy::new(existing.sensitivity, &existing.allowed_sinks).narrow(&SinkPolicy::new(sensitivity, &allowed_sinks));
+                existing.sensitivity = narrowed.sensitivity;
+                existing.allowed_sinks = narrowed.sinks;
                 let action = if existing.state == MemoryState::Candidate {
                     existing.confidence = existing.confidence.max(candidate.confidence);
                     "merged"
@@ -985,6 +974,7 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
 
 pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
     check_version("request", request.schema_version)?;
+    check_scope("scope", request.scope, request.scope_id.as_deref())?;
     check_id("memoryId", &request.memory_id)?;
     let now = request.now.clone();
     let Some((rev, mut record)) = load(db, &request.memory_id)? else {
@@ -1002,13 +992,28 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
         record.state = MemoryState::Expired;
     }
     let name = format!("{action:?}").to_lowercase();
-    check_authority_for(&name, &request.authority, record.provenance.origin)?;
+    let act = match action {
+        Action::Activate => Act::Activate,
+        Action::Reject => Act::Reject,
+        Action::Reinforce => Act::Reinforce,
+        Action::Supersede => Act::Supersede,
+        Action::Archive => Act::Archive,
+        Action::Expire => Act::Expire,
+        Action::Correct => Act::Correct,
+        Action::Promote => Act::Promote,
+    };
+    let grounding = match (action, request.content.as_deref()) {
+        (Action::Activate, _) => Grounding::Said(&record.content),
+        (Action::Correct, Some(content)) => Grounding::Said(content),
+        (Action::Correct, None) => return Err(KernelError::invalid("correct needs `content`").with_detail(json!({"field": "content"}))),
+        _ => Grounding::Refers(&record),
+    };
+    authorize(db, act, &request.authority, record.provenance.origin, &record.evidence_refs, grounding)?;
     let from = record.state;
     let live = matches!(from, MemoryState::Active | MemoryState::Reinforced);
     let (mut superseded, mut conflicts) = (Vec::new(), Vec::new());
     let event = match action {
         Action::Activate if from == MemoryState::Candidate => {
-            check_grounded(db, &request.authority, &[&record.content])?;
             record.state = MemoryState::Active;
             record.authority = Some(request.authority.kind);
             (superseded, conflicts) = resolve_slot(db, &mut record, &request.authority, &now)?;
@@ -1068,7 +1073,6 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
             if let Some(kind) = detect_secret(&content) {
                 return Err(KernelError::invalid(format!("the correction contains a secret ({kind})")).with_detail(json!({"detector": kind})));
             }
-            check_grounded(db, &request.authority, &[&content])?;
             // The previous version stays readable for the audit trail until deletion.
             db.put(&version_key(&record.memory_id, record.revision), &record, Some(0))?;
             unlink(db, &record)?;
@@ -1080,8 +1084,16 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
             if target <= record.scope {
                 return Err(KernelError::new(ErrorCode::IllegalTransition, "promotion only widens a scope"));
             }
+            check_scope("targetScope", target, request.target_scope_id.as_deref())?;
             if target == Scope::Global && !(request.allow_global && request.authority.kind == AuthorityKind::Management) {
                 return Err(KernelError::new(ErrorCode::ScopeDenied, "promotion to `global` needs management authority and allowGlobal"));
+            }
+            if target == Scope::User
+                && request.authority.kind == AuthorityKind::UserExplicit
+                && request.authority.actor != request.target_scope_id
+            {
+                return Err(KernelError::new(ErrorCode::ScopeDenied, "a user promotes a memory only into their own user scope (authority.actor)")
+                    .with_detail(json!({"targetScopeId": request.target_scope_id, "actor": request.authority.actor})));
             }
             unlink(db, &record)?;
             record.scope = target;
@@ -1171,6 +1183,7 @@ fn select(db: &mut Db, scope: Scope, scope_id: &Option<String>, selector: &Selec
 
 pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
     check_version("request", request.schema_version)?;
+    check_scope("scope", request.scope, request.scope_id.as_deref())?;
     check_id("requestId", &request.request_id)?;
     check_id("subject", &request.subject)?;
     request.replicas.iter().try_for_each(|r| check_id("replicas[]", r))?;
@@ -1180,14 +1193,7 @@ pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
         // The same request again: the same answer, nothing deleted twice.
         return Ok(done.receipt);
     }
-    if request.authority.kind == AuthorityKind::UserExplicit {
-        let session = request.authority.session_id.clone().unwrap_or_default();
-        let message = latest_user_message(db, &session)?.map(|m| m.to_lowercase()).unwrap_or_default();
-        let intent = ["forget", "delete", "remove", "忘记", "删除", "忘掉"].iter().any(|w| message.contains(w));
-        if !intent {
-            return Err(KernelError::new(ErrorCode::ScopeDenied, "user-explicit deletion needs the user's latest message to ask for it"));
-        }
-    }
+    authorize(db, Act::Delete, &request.authority, Origin::User, &[], Grounding::Forget)?;
     // Selected memories, and tombstones already written for the ids asked for.
     let selected = select(db, request.scope, &request.scope_id, &request.selector)?;
     for id in &request.selector.memory_ids {
@@ -1259,6 +1265,8 @@ pub fn settle_deletion(db: &mut Db, deletion_id: &str, outcomes: &[ReplicaOutcom
 
 pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     check_version("request", request.schema_version)?;
+    check_scope("scope", request.scope, request.scope_id.as_deref())?;
+    authorize(db, Act::Purge, &request.authority, Origin::User, &[], Grounding::Never)?;
     let tombs: Vec<(String, Tombstone)> = db.scan("mem/tomb/", "", MAX_SELECTED)?;
     let mut targets: Vec<String> = tombs
         .into_iter()
@@ -1300,6 +1308,7 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
 
 pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryResponse> {
     check_version("request", request.schema_version)?;
+    check_scope("scope", request.scope, request.scope_id.as_deref())?;
     let states = if request.states.is_empty() { vec![MemoryState::Active, MemoryState::Reinforced] } else { request.states.clone() };
     let mut memories = Vec::new();
     for id in members(db, request.scope, &request.scope_id)? {

@@ -18,7 +18,7 @@
 
 use crate::canonical::{self, Timestamp};
 use crate::contracts::{
-    check_id, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, SinkPolicies, ToolOutcome, Trust,
+    check_id, check_sink, check_version, sink_admits, Anchor, ContextItem, ItemKind, ItemLimits, Role, SinkPolicies, ToolOutcome, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::Head;
@@ -594,7 +594,7 @@ pub struct PlanInputs<'a> {
 /// and the input budget.
 pub fn admit(request: &PlanRequest) -> Result<(PlanPolicy, u64)> {
     check_version("request", request.schema_version)?;
-    check_id("sink", &request.sink)?;
+    check_sink(&request.sink)?;
     check_id("model.profile", &request.model.profile)?;
     let policy = request.policy.clone().unwrap_or_default();
     policy.validate()?;
@@ -658,6 +658,11 @@ struct Facts {
 impl Facts {
     fn of(item: &ContextItem) -> Facts {
         let (partition, demoted) = partition_of(item);
+        // What an item claims about itself counts only when it is trusted:
+        // an external page cannot pin itself, pose as the user's request,
+        // or hold a task, approval or anchor open.
+        let trusted = item.trust <= Trust::User;
+        let summary = item.summary_of.is_some();
         Facts {
             partition,
             demoted,
@@ -665,14 +670,14 @@ impl Facts {
             priority: item.priority,
             token_estimate: item.token_estimate.unwrap_or(0),
             expires: item.expires_at.as_ref().map(Timestamp::unix_nanos),
-            pinned: item.pinned,
-            summary: item.summary_of.is_some(),
-            user_request: item.kind == ItemKind::Message && item.role == Some(Role::User),
-            anchor: item.anchor.filter(|_| item.trust <= Trust::User),
+            pinned: item.pinned && trusted,
+            summary,
+            user_request: trusted && !summary && item.kind == ItemKind::Message && item.role == Some(Role::User),
+            anchor: item.anchor.filter(|_| trusted),
             calls_tools: !item.tool_calls.is_empty(),
             answers_call: item.tool_result.is_some(),
-            has_task: item.task.is_some(),
-            has_interaction: item.interaction.is_some(),
+            has_task: item.task.is_some() && trusted,
+            has_interaction: item.interaction.is_some() && trusted,
         }
     }
 }
@@ -734,19 +739,24 @@ pub(crate) fn chrono(c: &Candidate) -> (u64, &Timestamp, &str) {
     (c.seq.unwrap_or(u64::MAX), &c.item.created_at, c.item.id())
 }
 
+/// The partition an item lands in, and whether that is lower than its kind
+/// claims. Only evidence holds external or untrusted content, whatever kind,
+/// pin or interaction it claims: trust never rises by labelling.
 fn partition_of(item: &ContextItem) -> (Partition, bool) {
-    let trusted = item.trust <= Trust::User;
-    let pending = item.interaction.is_some();
-    match item.kind {
-        _ if item.summary_of.is_some() => (Partition::Conversation, false),
-        ItemKind::SystemPolicy if trusted => (Partition::System, false),
-        ItemKind::SystemPolicy => (Partition::Evidence, true),
-        _ if pending || item.anchor.is_some() => (Partition::Task, false),
-        ItemKind::TaskState => (Partition::Task, false),
-        ItemKind::ToolSchema | ItemKind::Skill => (Partition::Tools, false),
-        ItemKind::Message => (Partition::Conversation, false),
-        ItemKind::ToolEvidence | ItemKind::ArtifactRef => (Partition::Evidence, false),
-        ItemKind::Memory | ItemKind::ProjectRule => (Partition::Memory, false),
+    let claimed = match item.kind {
+        _ if item.summary_of.is_some() => Partition::Conversation,
+        ItemKind::SystemPolicy => Partition::System,
+        _ if item.interaction.is_some() || item.anchor.is_some() => Partition::Task,
+        ItemKind::TaskState => Partition::Task,
+        ItemKind::ToolSchema | ItemKind::Skill => Partition::Tools,
+        ItemKind::Message => Partition::Conversation,
+        ItemKind::ToolEvidence | ItemKind::ArtifactRef => Partition::Evidence,
+        ItemKind::Memory | ItemKind::ProjectRule => Partition::Memory,
+    };
+    if item.trust <= Trust::User || claimed == Partition::Evidence {
+        (claimed, false)
+    } else {
+        (Partition::Evidence, true)
     }
 }
 

@@ -19,7 +19,7 @@
 
 use crate::canonical::Timestamp;
 use crate::contracts::{
-    check_id, check_version, AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity, SinkPolicies, SourceRef,
+    check_scope, check_sink, check_version, AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity, SinkPolicies, SourceRef,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::memory;
@@ -250,11 +250,6 @@ fn vector_of(record: &MemoryRecord) -> DocVector {
         pairs.push(':');
         pairs.push_str(itoa::Buffer::new().format(run.len()));
     }
-    let ttl_end = match (record.retention_policy.mode, record.retention_policy.ttl_seconds) {
-        (crate::contracts::RetentionMode::Ttl, Some(ttl)) => Some(record.created_at.unix_millis().saturating_add(ttl as i64 * 1000)),
-        _ => None,
-    };
-    let valid_end = record.valid_to.as_ref().map(Timestamp::unix_millis);
     DocVector {
         allowed_sinks: record.allowed_sinks.clone(),
         authority: record.authority,
@@ -268,10 +263,8 @@ fn vector_of(record: &MemoryRecord) -> DocVector {
         sensitivity: record.sensitivity,
         state: record.state,
         terms: pairs,
-        until_ms: match (ttl_end, valid_end) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        },
+        // Past the calendar's end (a TTL of centuries) is never, in ms.
+        until_ms: record.ends_at().map(|end| i64::try_from(end.div_euclid(1_000_000)).unwrap_or(i64::MAX)),
     }
 }
 
@@ -667,9 +660,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 
 pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<RecallResponse> {
     check_version("request", request.schema_version)?;
-    check_id("sink", &request.sink)?;
+    check_sink(&request.sink)?;
     if request.scopes.is_empty() {
         return Err(KernelError::new(ErrorCode::ScopeDenied, "recall needs at least one admitted scope"));
+    }
+    for (i, s) in request.scopes.iter().enumerate() {
+        check_scope(&format!("scopes[{i}].scope"), s.scope, s.scope_id.as_deref())?;
     }
     if request.k == 0 || request.k > MAX_K {
         return Err(KernelError::limit(format!("k must be within 1..={MAX_K}")));
@@ -896,7 +892,8 @@ pub struct ResidentSnapshot {
 
 pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Result<ResidentSnapshot> {
     check_version("request", request.schema_version)?;
-    check_id("sink", &request.sink)?;
+    check_sink(&request.sink)?;
+    check_scope("scope", request.scope, request.scope_id.as_deref())?;
     index.catch_up(db)?;
     let now_ms = request.now.unix_millis();
     let scopes = [ScopeRef { scope: request.scope, scope_id: request.scope_id.clone() }];

@@ -93,6 +93,17 @@ pub struct ReadEventsResponse {
 }
 }
 
+/// Whether an item can ground user-explicit memory authority: a message the
+/// user wrote, at user trust or better. Text a tool, a page or a model wrote
+/// never can, whatever role the host gave it.
+pub fn grounds_user_authority(item: &ContextItem) -> bool {
+    item.kind == crate::contracts::ItemKind::Message
+        && item.role == Some(crate::contracts::Role::User)
+        && item.provenance.origin == crate::contracts::Origin::User
+        && item.trust <= crate::contracts::Trust::User
+        && item.summary_of.is_none()
+}
+
 contract! {
 /// One event of a session log as stored: an item a host appended, or a
 /// compaction the kernel committed.
@@ -204,8 +215,7 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
         let item = event.item.as_ref().expect("appended events hold items");
         db.put(&keys::session_item(session, item.id()), &ItemIndex { seq: event.seq }, Some(0))?;
         db.put(&keys::session_event(session, event.seq), event, Some(0))?;
-        if item.kind == crate::contracts::ItemKind::Message && item.role == Some(crate::contracts::Role::User) {
-            // What grounds user-explicit memory authority: the latest raw user message.
+        if grounds_user_authority(item) {
             db.put(&keys::session_last_user(session), &serde_json::json!({"seq": event.seq}), None)?;
         }
         appended.push(Appended {

@@ -142,11 +142,15 @@ fn the_scripted_lifecycle() {
         "scope": "project", "scopeId": "ledger", "selector": {"memoryIds": [lisbon_id]}, "authority": admin(), "fence": 3})).unwrap_err();
     assert_eq!(err.code, ErrorCode::Conflict, "a fence older than the tombstone's");
     // purge: a dry-run plan, then the exact confirmation
-    let plan = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "dryRun": true})).unwrap();
+    let plan = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "authority": {"kind": "management", "actor": "ops"}, "dryRun": true})).unwrap();
     assert_eq!(plan["targets"].as_array().unwrap().len(), 2);
-    let err = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "dryRun": false, "confirmation": "yes"})).unwrap_err();
+    for authority in [json!({"kind": "management"}), json!({"kind": "policy", "actor": "retention"}), user("s")] {
+        let err = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "authority": authority, "dryRun": false, "confirmation": plan["confirmation"]})).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ScopeDenied, "only a named manager purges: {authority}");
+    }
+    let err = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "authority": {"kind": "management", "actor": "ops"}, "dryRun": false, "confirmation": "yes"})).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidRequest);
-    let purged = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "dryRun": false, "confirmation": plan["confirmation"]})).unwrap();
+    let purged = call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": T2, "scope": "project", "scopeId": "ledger", "authority": {"kind": "management", "actor": "ops"}, "dryRun": false, "confirmation": plan["confirmation"]})).unwrap();
     assert_eq!(purged["status"], "purged");
     assert!(!store.entries.contains_key(&format!("mem/rec/{lisbon_id}")), "the replayed copy is gone too");
     assert!(store.entries.keys().all(|k| !k.starts_with(&format!("mem/audit/{lisbon_id}/"))));

@@ -57,7 +57,8 @@ fn check(conv: &Conv, plan: &ContextPlan) -> Result<(), TestCaseError> {
     if let Some(id) = last_user {
         prop_assert!(kept.contains(id), "the last user request was dropped");
     }
-    for item in items.iter().filter(|i| i["pinned"] == true) {
+    // Pinning holds for trusted items; untrusted text cannot pin itself.
+    for item in items.iter().filter(|i| i["pinned"] == true && ["host", "verified", "user"].contains(&i["trust"].as_str().unwrap())) {
         prop_assert!(kept.contains(item["itemId"].as_str().unwrap()));
     }
     for p in &plan.pending_tool_calls {

@@ -172,7 +172,7 @@ fn memory_messages_conform(store: &mut MemStore, session: &str, now: &str) {
     assert_valid("deletion-receipt", &deleted);
     let consolidated = checked(Command::ConsolidateMemory, "consolidate-memory", json!({"schemaVersion": 1, "now": now, "sessionId": session, "strategy": "rules"}));
     assert_valid("consolidate-memory.response", &consolidated);
-    let plan = checked(Command::PurgeMemory, "purge-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "dryRun": true}));
+    let plan = checked(Command::PurgeMemory, "purge-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "authority": {"kind": "management", "actor": "ops"}, "dryRun": true}));
     assert_valid("purge-memory.response", &plan);
 }
 

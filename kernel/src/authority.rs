@@ -1,0 +1,262 @@
+//! Who may change a memory: one table, and every transition is checked
+//! against it before anything is written.
+//!
+//! | action | `policy` | `management` | `user-explicit` |
+//! |---|---|---|---|
+//! | activate (or propose with authority) | origin is neither model nor tool, and no evidence is untrusted | a named actor | the user said it |
+//! | correct | never | a named actor | the user said the new content |
+//! | reinforce, expire, archive | yes | a named actor | the user refers to it |
+//! | reject, supersede | never | a named actor | the user refers to it |
+//! | promote | never | a named actor (`global` also needs `allowGlobal`) | the user refers to it; into a user scope only the actor's own |
+//! | delete | yes (retention) | a named actor | the user asks to forget |
+//! | purge | never | a named actor | never |
+//!
+//! "The user" is the latest message of the authority's session that has role
+//! user, origin user and trust at most `user`: text a tool, a web page or a
+//! model wrote never grounds user authority. "Said it" means the claim is one
+//! or more whole sentences of that message (after a lead-in such as
+//! "remember that"), of at least two words, so "deploy on Fridays" is not
+//! grounded by "Do not deploy on Fridays, ever."
+
+use crate::contracts::{check_id, AuthorityKind, MemoryRecord, Origin, Trust};
+use crate::error::{ErrorCode, KernelError, Result};
+use serde_json::json;
+
+/// What a transition does, for the table above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Act {
+    Activate,
+    Correct,
+    Reinforce,
+    Expire,
+    Archive,
+    Reject,
+    Supersede,
+    Promote,
+    Delete,
+    Purge,
+}
+
+impl Act {
+    pub fn name(self) -> &'static str {
+        match self {
+            Act::Activate => "activate",
+            Act::Correct => "correct",
+            Act::Reinforce => "reinforce",
+            Act::Expire => "expire",
+            Act::Archive => "archive",
+            Act::Reject => "reject",
+            Act::Supersede => "supersede",
+            Act::Promote => "promote",
+            Act::Delete => "delete",
+            Act::Purge => "purge",
+        }
+    }
+}
+
+/// What grounds a user-explicit transition.
+pub enum Grounding<'a> {
+    /// The user said this text.
+    Said(&'a str),
+    /// The user's message refers to this memory.
+    Refers(&'a MemoryRecord),
+    /// The user asks to forget something.
+    Forget,
+    /// Nothing can: the table says never.
+    Never,
+}
+
+/// The latest message a user wrote in a session, as the kernel recorded it.
+pub struct UserMessage {
+    pub text: String,
+}
+
+/// The facts about the memory the table needs besides the authority.
+pub struct Subject {
+    pub origin: Origin,
+    /// The least trusted of the session events it cites as evidence.
+    pub evidence_trust: Option<Trust>,
+}
+
+fn denied(act: Act, kind: AuthorityKind, why: &str) -> KernelError {
+    KernelError::new(ErrorCode::ScopeDenied, format!("{} authority may not {}: {why}", kind.name(), act.name()))
+        .with_detail(json!({"action": act.name(), "authority": kind.name()}))
+}
+
+/// Checks `kind` (with its actor) may do `act` to `subject`; for
+/// user-explicit, `message` must ground it as `grounding` says.
+pub fn check(
+    act: Act,
+    kind: AuthorityKind,
+    actor: Option<&str>,
+    subject: &Subject,
+    grounding: Grounding,
+    message: Option<&UserMessage>,
+) -> Result<()> {
+    if let Some(actor) = actor {
+        check_id("authority.actor", actor)?;
+    }
+    match kind {
+        AuthorityKind::Management => match actor {
+            Some(_) => Ok(()),
+            None => Err(denied(act, kind, "management authority names its `actor`")),
+        },
+        AuthorityKind::Policy => match act {
+            Act::Reinforce | Act::Expire | Act::Archive | Act::Delete => Ok(()),
+            Act::Activate if matches!(subject.origin, Origin::Model | Origin::Tool) => {
+                Err(denied(act, kind, "a model's or a tool's words become memory only when a user or a manager says so"))
+            }
+            Act::Activate if subject.evidence_trust.is_some_and(|t| t >= Trust::External) => {
+                Err(denied(act, kind, "its evidence is untrusted text"))
+            }
+            Act::Activate => Ok(()),
+            _ => Err(denied(act, kind, "rules only activate, reinforce, expire, archive and delete")),
+        },
+        AuthorityKind::UserExplicit => {
+            let Some(message) = message else {
+                return Err(denied(act, kind, "the session has no message from the user to ground it"));
+            };
+            let grounded = match grounding {
+                Grounding::Said(claim) => said(&message.text, claim),
+                Grounding::Refers(record) => refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content),
+                Grounding::Forget => asks_to_forget(&message.text),
+                Grounding::Never => false,
+            };
+            if grounded {
+                Ok(())
+            } else {
+                Err(denied(act, kind, "the user's latest message does not say so"))
+            }
+        }
+    }
+}
+
+/// Lowercased words of letters and digits.
+pub fn words(text: &str) -> Vec<String> {
+    let lowered: String =
+        text.chars().flat_map(char::to_lowercase).map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
+    lowered.split_whitespace().map(str::to_string).collect()
+}
+
+/// What a user may put before a fact they want remembered: acknowledgements
+/// and phrases that say "store this", in any order.
+const LEAD_INS: &[&[&str]] = &[
+    &["yes"],
+    &["yeah"],
+    &["ok"],
+    &["okay"],
+    &["sure"],
+    &["also"],
+    &["and"],
+    &["so"],
+    &["please"],
+    &["actually"],
+    &["correction"],
+    &["update"],
+    &["note"],
+    &["important"],
+    &["fyi"],
+    &["remember", "that"],
+    &["remember"],
+    &["note", "that"],
+    &["keep", "in", "mind", "that"],
+    &["for", "the", "record"],
+    &["i", "want", "you", "to", "remember", "that"],
+    &["from", "now", "on"],
+];
+
+/// The message's sentences, as word lists.
+fn sentences(text: &str) -> Vec<Vec<String>> {
+    text.split(|c: char| matches!(c, '.' | '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；'))
+        .map(words)
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+fn strip_lead_in(mut sentence: &[String]) -> &[String] {
+    'strip: loop {
+        for lead in LEAD_INS {
+            if sentence.len() > lead.len() && sentence.iter().zip(lead.iter()).all(|(w, l)| w == l) {
+                sentence = &sentence[lead.len()..];
+                continue 'strip;
+            }
+        }
+        return sentence;
+    }
+}
+
+/// The claim is one or more consecutive whole sentences of the message
+/// (each sentence may start with a lead-in), and at least two words.
+fn said(message: &str, claim: &str) -> bool {
+    let claim = words(claim);
+    if claim.len() < 2 {
+        return false;
+    }
+    let sentences = sentences(message);
+    for start in 0..sentences.len() {
+        let mut joined: Vec<&String> = Vec::new();
+        for sentence in &sentences[start..] {
+            let body = if joined.is_empty() { strip_lead_in(sentence) } else { sentence.as_slice() };
+            for candidate in [body, sentence.as_slice()] {
+                let mut with: Vec<&String> = joined.clone();
+                with.extend(candidate);
+                if with.len() == claim.len() && with.iter().zip(&claim).all(|(a, b)| *a == b) {
+                    return true;
+                }
+            }
+            joined.extend(body);
+            if joined.len() >= claim.len() {
+                break;
+            }
+        }
+    }
+    false
+}
+
+/// The message names the memory: its id, its key, or most of its words.
+fn refers(message: &str, memory_id: &str, key: Option<&str>, content: &str) -> bool {
+    let message_words = words(message);
+    let contains = |needle: &[String]| !needle.is_empty() && message_words.windows(needle.len()).any(|w| w == needle);
+    if message.contains(memory_id) || key.is_some_and(|k| contains(&words(k))) {
+        return true;
+    }
+    let mut content: Vec<String> = words(content).into_iter().filter(|w| w.chars().count() >= 3).collect();
+    content.sort();
+    content.dedup();
+    let present = content.iter().filter(|w| message_words.contains(w)).count();
+    content.len() >= 2 && present >= 2 && present * 3 >= content.len() * 2
+}
+
+fn asks_to_forget(message: &str) -> bool {
+    const ASKS: &[&str] = &["forget", "delete", "remove", "erase"];
+    words(message).iter().any(|w| ASKS.contains(&w.as_str()))
+        || ["忘记", "删除", "忘掉"].iter().any(|w| message.contains(w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_is_whole_sentences_of_the_users_message() {
+        assert!(said("Remember that releases go out on Tuesdays.", "Releases go out on Tuesdays"));
+        assert!(said("Yes, please remember that the user lives in Berlin", "the user lives in Berlin"));
+        assert!(said("correction: I moved to Lisbon", "I moved to Lisbon"));
+        assert!(said("Hi! We deploy from main. Tests run nightly.", "We deploy from main. Tests run nightly."));
+        assert!(!said("Do not deploy on Fridays, ever.", "deploy on Fridays"));
+        assert!(!said("Never store the token in git.", "store the token in git"));
+        assert!(!said("Fridays are for deploys, says the bot", "Fridays"));
+        assert!(!said("Remember that releases go out on Tuesdays.", "Tuesdays"));
+        assert!(!said("We ship on Tuesdays and Fridays.", "We ship on Tuesdays"));
+    }
+
+    #[test]
+    fn a_reference_needs_most_of_the_memorys_words() {
+        let content = "Releases go out on Tuesdays";
+        assert!(refers("the releases on tuesdays note is wrong", "mem-1", None, content));
+        assert!(!refers("what day is it", "mem-1", None, content));
+        assert!(!refers("releases are fine", "mem-1", None, content));
+        assert!(refers("forget release day", "mem-1", Some("release.day"), content));
+        assert!(refers("drop mem-1 please", "mem-1", None, content));
+    }
+}
