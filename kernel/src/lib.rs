@@ -19,6 +19,7 @@
 //! - [`events`] — the kernel's bodiless event stream
 //! - [`memory`] — the governed memory lifecycle
 //! - [`recall`] — recall and the resident snapshot
+//! - [`secrets`] — the secret detector
 //! - [`commands`] — the command table every host calls
 
 /// A wire type: camelCase fields, unknown fields rejected. Fields are declared
@@ -54,6 +55,7 @@ pub mod events;
 pub mod memory;
 pub mod planner;
 pub mod recall;
+pub mod secrets;
 pub mod session;
 pub mod store;
 pub mod tokens;
