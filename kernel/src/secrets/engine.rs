@@ -9,8 +9,8 @@
 
 use super::own;
 use super::rules::{self, AllowlistSpec, RuleSpec, Target, GITLEAKS_GLOBAL_ALLOWLISTS, GITLEAKS_RULES};
+use super::words::WordSet;
 use super::Finding;
-use aho_corasick::AhoCorasick;
 use regex_automata::meta::Regex;
 use regex_automata::util::syntax;
 use std::collections::BTreeMap;
@@ -62,7 +62,7 @@ struct Compiled {
 struct Allowlist {
     spec: &'static AllowlistSpec,
     regex: Option<Regex>,
-    stopwords: Option<AhoCorasick>,
+    stopwords: Option<WordSet>,
 }
 
 pub(super) struct Engine {
@@ -71,7 +71,7 @@ pub(super) struct Engine {
     rules: Vec<Rule>,
     /// Gitleaks rules that cannot apply to text, with the reason.
     skipped: Vec<(&'static str, String)>,
-    keywords: AhoCorasick,
+    keywords: WordSet,
     /// For each keyword (by pattern index), the rules it calls up.
     by_keyword: Vec<Vec<usize>>,
     /// Rules without keywords: they always run.
@@ -95,9 +95,7 @@ fn compile_allowlist(spec: &'static AllowlistSpec) -> Result<Allowlist, String> 
     let regex = (!spec.regexes.is_empty())
         .then(|| compile(&format!("(?:{})", spec.regexes.iter().map(|r| rules::translate(r)).collect::<Vec<_>>().join("|"))))
         .transpose()?;
-    let stopwords = (!spec.stopwords.is_empty())
-        .then(|| AhoCorasick::builder().ascii_case_insensitive(true).build(spec.stopwords).map_err(|e| e.to_string()))
-        .transpose()?;
+    let stopwords = (!spec.stopwords.is_empty()).then(|| WordSet::new(spec.stopwords));
     Ok(Allowlist { spec, regex, stopwords })
 }
 
@@ -111,7 +109,7 @@ impl Allowlist {
             Target::Line => line,
         };
         let by_regex = !target.is_empty() && self.regex.as_ref().is_some_and(|r| r.is_match(target));
-        let by_stopword = !secret.is_empty() && self.stopwords.as_ref().is_some_and(|s| s.is_match(secret));
+        let by_stopword = !secret.is_empty() && self.stopwords.as_ref().is_some_and(|s| s.any_in(secret));
         if self.spec.all {
             self.spec.paths == 0
                 && self.spec.commits == 0
@@ -150,10 +148,7 @@ impl Engine {
                 keyword_rules.entry(keyword).or_default().push(i);
             }
         }
-        let keywords = AhoCorasick::builder()
-            .ascii_case_insensitive(true)
-            .build(keyword_rules.keys())
-            .expect("the rules' keywords form an automaton");
+        let keywords = WordSet::new(keyword_rules.keys());
         let compiled = rules.iter().map(|_| OnceLock::new()).collect();
         Engine { rules, skipped, keywords, by_keyword: keyword_rules.into_values().collect(), always, compiled, global: OnceLock::new() }
     }
@@ -184,21 +179,20 @@ impl Engine {
             enabled[i] = true;
         }
         let mut pending = self.rules.len() - self.always.len();
-        for m in self.keywords.find_overlapping_iter(hay) {
-            for &i in &self.by_keyword[m.pattern().as_usize()] {
+        self.keywords.scan(hay, |word| {
+            for &i in &self.by_keyword[word] {
                 if !enabled[i] {
                     enabled[i] = true;
                     pending -= 1;
                 }
             }
-            if pending == 0 {
-                break;
-            }
-        }
+            pending > 0
+        });
         (0..self.rules.len()).filter(|&i| enabled[i]).find_map(|i| self.scan(i, hay))
     }
 
     /// The rule's first finding in `hay`.
+    #[inline(never)]
     fn scan(&self, i: usize, hay: &[u8]) -> Option<Finding> {
         let rule = &self.rules[i];
         // A rule that does not compile finds nothing; the rule test lists it.

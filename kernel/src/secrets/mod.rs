@@ -24,6 +24,7 @@ mod engine;
 mod normalize;
 mod own;
 mod rules;
+mod words;
 
 pub use engine::Source;
 pub use normalize::normalize;
