@@ -214,7 +214,7 @@ fn propose_found(db: &mut Db, request: &ConsolidateRequest, found: Vec<Found>, m
             skipped.push(Skipped { reason: format!("length {chars} is outside {MIN_CHARS}..={MAX_CHARS} characters"), seq: f.seq });
             continue;
         }
-        if let Some(kind) = memory::detect_secret(&f.content) {
+        if let Some(kind) = crate::secrets::kind(&f.content) {
             skipped.push(Skipped { reason: format!("contains a secret ({kind})"), seq: f.seq });
             continue;
         }

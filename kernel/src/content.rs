@@ -129,7 +129,7 @@ fn hex_of(digest: &str) -> &str {
 /// The policy `bytes` are stored under: `declared`, made `secret` when the
 /// detector finds a credential in them (and the rule that found it).
 pub fn screened(bytes: &[u8], declared: SinkPolicy) -> (SinkPolicy, Option<&'static str>) {
-    let found = std::str::from_utf8(bytes).ok().and_then(crate::memory::detect_secret);
+    let found = std::str::from_utf8(bytes).ok().and_then(crate::secrets::kind);
     match found {
         Some(_) if declared.sensitivity < Sensitivity::Secret => (SinkPolicy::new(Sensitivity::Secret, &declared.sinks), found),
         _ => (declared, found),
@@ -218,7 +218,7 @@ pub fn put(db: &mut Db, request: PutContentRequest, bytes: &[u8]) -> Result<PutC
             .with_detail(json!({"field": "summary", "detector": detected})));
         }
         Some(summary) => {
-            if let Some(rule) = crate::memory::detect_secret(&summary) {
+            if let Some(rule) = crate::secrets::kind(&summary) {
                 return Err(KernelError::invalid(format!("summary: it contains a secret ({rule}); a summary is shown where the bytes are not"))
                     .with_detail(json!({"field": "summary", "detector": rule})));
             }

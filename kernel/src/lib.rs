@@ -20,6 +20,7 @@
 //! - [`authority`] — who may change a memory: one table for every transition
 //! - [`memory`] — the governed memory lifecycle
 //! - [`recall`] — recall and the resident snapshot
+//! - [`secrets`] — the secret detector
 //! - [`wire`] — the number contract of request text
 //! - [`commands`] — the command table every host calls
 
@@ -57,6 +58,7 @@ pub mod events;
 pub mod memory;
 pub mod planner;
 pub mod recall;
+pub mod secrets;
 pub mod session;
 pub mod store;
 pub mod tokens;

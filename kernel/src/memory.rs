@@ -30,6 +30,7 @@ use crate::contracts::{
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
+use crate::secrets;
 use crate::session::Event;
 use crate::store::{keys, Db};
 use serde_json::json;
@@ -429,122 +430,6 @@ fn version_key(id: &str, revision: u64) -> String {
     format!("mem/ver/{}/{revision:08}", keys::segment(id))
 }
 
-// ---- secrets
-
-/// The kind of secret `text` contains, if any. Secrets never enter a memory
-/// body. Plain scanning rather than a regex engine: the kernel stays free of
-/// hash-seeded state, and each rule reads as what it looks for.
-pub fn detect_secret(text: &str) -> Option<&'static str> {
-    let lower = text.to_ascii_lowercase();
-    if lower.contains("-----begin ") && lower.contains("private key-----") {
-        return Some("private key");
-    }
-    if has_url_password(text) {
-        return Some("password in a URL");
-    }
-    let words: Vec<&str> = text
-        .split(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | ',' | ';' | '(' | ')' | '<' | '>' | '[' | ']' | '{' | '}'))
-        .filter(|w| !w.is_empty())
-        .collect();
-    for (i, word) in words.iter().enumerate() {
-        for part in word.split(['=', ':']) {
-            if let Some(kind) = secret_token(part.trim_end_matches(['.', '!', '?'])) {
-                return Some(kind);
-            }
-        }
-        let lowered = word.to_ascii_lowercase();
-        if lowered == "bearer" && words.get(i + 1).is_some_and(|next| next.len() >= 20 && next.chars().all(is_token_char)) {
-            return Some("bearer token");
-        }
-        if matches!(lowered.as_str(), "recovery" | "backup")
-            && words.get(i + 1).is_some_and(|next| next.to_ascii_lowercase().starts_with("code"))
-            && words.iter().skip(i + 2).take(6).any(|w| looks_like_recovery_code(w))
-        {
-            return Some("recovery codes");
-        }
-    }
-    assignments(text).find_map(|(name, value)| secret_assignment(&name, value))
-}
-
-fn is_token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '~' | '+' | '/' | '=' | '-')
-}
-
-/// `len` or more characters after `prefix`, all satisfying `ok`.
-fn run_after(word: &str, prefix: &str, len: usize, ok: fn(char) -> bool) -> bool {
-    word.strip_prefix(prefix).is_some_and(|rest| rest.len() >= len && rest.chars().all(ok))
-}
-
-/// Credentials recognizable by their shape alone.
-fn secret_token(word: &str) -> Option<&'static str> {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    let upper_alnum = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit();
-    let url_safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-');
-    if ["AKIA", "ASIA"].iter().any(|p| word.len() == 20 && run_after(word, p, 16, upper_alnum)) {
-        return Some("cloud access key");
-    }
-    if run_after(word, "AIza", 35, url_safe) {
-        return Some("cloud API key");
-    }
-    if ["ghp_", "gho_", "ghu_", "ghs_", "ghr_"].iter().any(|p| run_after(word, p, 30, alnum)) {
-        return Some("source-host token");
-    }
-    if ["xoxa-", "xoxb-", "xoxp-", "xoxr-", "xoxs-"].iter().any(|p| run_after(word, p, 10, url_safe)) {
-        return Some("chat token");
-    }
-    if ["sk-ant-", "sk-proj-", "sk-"].iter().any(|p| run_after(word, p, 20, url_safe)) {
-        return Some("API key");
-    }
-    if ["rk_live_", "rk_test_", "sk_live_", "sk_test_"].iter().any(|p| run_after(word, p, 16, alnum)) {
-        return Some("payment key");
-    }
-    let parts: Vec<&str> = word.split('.').collect();
-    if parts.len() == 3 && parts[0].starts_with("eyJ") && parts[1].starts_with("eyJ") && parts.iter().all(|p| p.len() >= 11 && p.chars().all(url_safe)) {
-        return Some("JSON web token");
-    }
-    None
-}
-
-/// `scheme://user:password@host`.
-fn has_url_password(text: &str) -> bool {
-    text.match_indices("://").any(|(at, _)| {
-        let authority = text[at + 3..].split(|c: char| c == '/' || c.is_whitespace()).next().unwrap_or("");
-        authority.rsplit_once('@').is_some_and(|(credentials, _)| credentials.split_once(':').is_some_and(|(user, pass)| !user.is_empty() && !pass.is_empty()))
-    })
-}
-
-fn looks_like_recovery_code(word: &str) -> bool {
-    word.split_once('-').is_some_and(|(a, b)| {
-        let part = |p: &str| p.len() >= 4 && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-        part(a) && part(b)
-    })
-}
-
-/// Every `name = value` and `name: value` in the text.
-fn assignments(text: &str) -> impl Iterator<Item = (String, &str)> {
-    text.match_indices(['=', ':']).filter_map(move |(at, _)| {
-        let before = text[..at].trim_end();
-        let name_start = before.rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).map_or(0, |i| i + 1);
-        let name = &before[name_start..];
-        let value = text[at + 1..].trim_start().split_whitespace().next()?;
-        (!name.is_empty() && !value.starts_with("//")).then(|| (name.to_ascii_lowercase(), value))
-    })
-}
-
-fn secret_assignment(name: &str, value: &str) -> Option<&'static str> {
-    let token = value.len() >= 16 && value.chars().all(|c| is_token_char(c) || c == '%');
-    if matches!(name, "password" | "passwd" | "pwd") || name.ends_with("_password") {
-        return (value.chars().count() >= 6).then_some("password");
-    }
-    if matches!(name, "sessionid" | "session_id" | "sid" | "auth_token" | "authtoken" | "connect.sid") && token {
-        return Some("auth cookie");
-    }
-    if ["secret", "token", "api_key", "apikey"].iter().any(|n| name.contains(n)) && token {
-        return Some("secret assignment");
-    }
-    None
-}
-
 // ---- helpers
 
 /// Text as the user-grounding and fingerprint checks compare it.
@@ -856,10 +741,19 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
     if candidate.content.len() > MAX_CONTENT_BYTES {
         return Err(KernelError::limit(format!("memory content is over {MAX_CONTENT_BYTES} bytes")));
     }
-    for text in std::iter::once(&candidate.content).chain(candidate.summary.iter()) {
-        if let Some(kind) = detect_secret(text) {
-            return Err(KernelError::invalid(format!("the candidate contains a secret ({kind}); secrets never enter memory"))
-                .with_detail(json!({"detector": kind})));
+    // Every text of the record is stored and shown somewhere: none may hold a secret.
+    let texts = [("content", Some(&candidate.content)), ("summary", candidate.summary.as_ref()), ("key", candidate.key.as_ref())]
+        .into_iter()
+        .chain([("category", Some(&candidate.category))])
+        .chain(candidate.tags.iter().map(|t| ("tags[]", Some(t))))
+        .chain(candidate.evidence_refs.iter().map(|r| ("evidenceRefs[].id", Some(&r.id))))
+        .chain([("provenance.actor", candidate.provenance.actor.as_ref()), ("provenance.method", candidate.provenance.method.as_ref())])
+        .chain(candidate.provenance.derived_from.iter().map(|d| ("provenance.derivedFrom[]", Some(d))))
+        .chain([("authority.actor", authority.and_then(|a| a.actor.as_ref()))]);
+    for (field, text) in texts {
+        if let Some(kind) = text.and_then(|t| secrets::kind(t)) {
+            return Err(KernelError::invalid(format!("{field} contains a secret ({kind}); secrets never enter memory"))
+                .with_detail(json!({"detector": kind, "field": field})));
         }
     }
     if candidate.scope == Scope::Global {
@@ -1070,7 +964,7 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
         }
         Action::Correct if live => {
             let content = request.content.clone().ok_or_else(|| KernelError::invalid("correct needs `content`"))?;
-            if let Some(kind) = detect_secret(&content) {
+            if let Some(kind) = secrets::kind(&content) {
                 return Err(KernelError::invalid(format!("the correction contains a secret ({kind})")).with_detail(json!({"detector": kind})));
             }
             // The previous version stays readable for the audit trail until deletion.

@@ -167,7 +167,7 @@ fn secrets_never_enter_memory() {
     for secret in [
         "-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE=",
         "use Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789",
-        "aws key AKIAIOSFODNN7EXAMPLE",
+        "aws key AKIAZ3MXQ7RJ2KTN4WPL",
         "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "clone https://deploy:hunter2pass@git.example.org/repo.git",
         "recovery codes: 8f3k-29dj 1k2m-0ppq",

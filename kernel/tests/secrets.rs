@@ -1,0 +1,225 @@
+//! The secret detector: precision and recall on a corpus of real-shaped
+//! secrets and look-alikes (`data/secrets/`, written by its `generate.py`),
+//! every rule compiling, and the same answer every time.
+
+use ctxkernel::secrets::{self, detect, Source};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The floors the corpus must clear.
+const RECALL_FLOOR: f64 = 0.97;
+const PRECISION_FLOOR: f64 = 0.97;
+
+/// (text, label) for each line of a corpus file.
+fn corpus(name: &str) -> Vec<(String, String)> {
+    let path = format!("{}/tests/data/secrets/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    text.lines()
+        .map(|line| {
+            let row: Value = serde_json::from_str(line).unwrap();
+            (row["text"].as_str().unwrap().to_string(), row["label"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_corpus_is_caught_with_high_precision_and_recall() {
+    let secrets = corpus("secrets.jsonl");
+    let lookalikes = corpus("look-alikes.jsonl");
+    assert!(secrets.len() >= 200 && lookalikes.len() >= 200, "{} secrets, {} look-alikes", secrets.len(), lookalikes.len());
+
+    let misses: Vec<&(String, String)> = secrets.iter().filter(|(text, _)| detect(text).is_none()).collect();
+    let false_positives: Vec<(&str, &str, &str)> =
+        lookalikes.iter().filter_map(|(text, label)| detect(text).map(|f| (label.as_str(), text.as_str(), f.rule))).collect();
+    let caught = secrets.len() - misses.len();
+    let recall = caught as f64 / secrets.len() as f64;
+    let precision = caught as f64 / (caught + false_positives.len()) as f64;
+
+    let mut by_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    for (text, _) in &secrets {
+        if let Some(finding) = detect(text) {
+            *by_rule.entry(finding.rule).or_default() += 1;
+        }
+    }
+    let mut report = format!(
+        "{} secrets, {} look-alikes: recall {recall:.4} ({caught}/{}), precision {precision:.4} ({} false positives)\n",
+        secrets.len(),
+        lookalikes.len(),
+        secrets.len(),
+        false_positives.len()
+    );
+    report += &format!("findings by rule: {by_rule:?}\n");
+    for (text, label) in &misses {
+        report += &format!("  missed [{label}] {text:?}\n");
+    }
+    for (label, text, rule) in &false_positives {
+        report += &format!("  false positive [{label}] by {rule}: {text:?}\n");
+    }
+    println!("{report}");
+    assert!(recall >= RECALL_FLOOR && precision >= PRECISION_FLOOR, "{report}");
+}
+
+#[test]
+fn the_probes_that_slipped_through_before_are_caught() {
+    for (text, rule) in [
+        ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "kernel-aws-secret-key"),
+        ("the aws secret is wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "kernel-aws-secret-key"),
+        ("github_pat_11ABCDEFG0Qx7rT2mWz9Lk_4pHs8VdYe2NfRb6JcTq1XuAo3GiWlZ5KyMn0BvCx7DsEr9FtGu2HwIj4Ok6Pl8", "github-fine-grained-pat"),
+        ("glpat-xR4nd0mT0k3nV4lu3zzZ", "gitlab-pat"),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----", "kernel-private-key-header"),
+        ("eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.", "kernel-jwt"),
+        ("my password is hunter2-correct-horse", "kernel-password"),
+        ("ghp_\u{200b}Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo", "github-pat"),
+        ("ｇｈｐ＿Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo", "github-pat"),
+        ("密码是hunter2horse", "kernel-password-zh"),
+        ("pw is Tr0ub4dor&3", "kernel-password"),
+    ] {
+        assert_eq!(detect(text).map(|f| f.rule), Some(rule), "{text:?}");
+    }
+}
+
+#[test]
+fn findings_keep_the_kinds_the_kernel_reported_before() {
+    // The kind is what memory errors and consolidation's skip reasons name.
+    for (text, kind) in [
+        ("the deploy token is ghp_0123456789abcdefghijklmnopqrstuvwxyz", "source-host token"),
+        ("remember that the db password: Tr0ub4dor&3xx", "password"),
+        ("clone https://deploy:hunter2pass@git.example.org/repo.git", "password in a URL"),
+        ("-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjE=", "private key"),
+        ("recovery codes: 8f3k-29dj 1k2m-0ppq", "recovery codes"),
+        ("cookie sessionid=3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c", "auth cookie"),
+        ("use Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123456789", "bearer token"),
+    ] {
+        assert_eq!(detect(text).map(|f| f.kind), Some(kind), "{text:?}");
+    }
+}
+
+#[test]
+fn every_vendored_rule_compiles_or_is_skipped_for_a_reason() {
+    let statuses = secrets::rule_statuses();
+    let failed: Vec<_> = statuses.iter().filter(|s| s.status.as_ref().is_err_and(|e| !e.starts_with("skipped: "))).collect();
+    assert!(failed.is_empty(), "rules that do not compile: {failed:#?}");
+    let skipped: Vec<&str> = statuses.iter().filter(|s| s.status.is_err()).map(|s| s.rule).collect();
+    // Rules scoped to file paths: a text has no path, so gitleaks itself never
+    // applies them to one.
+    assert_eq!(skipped, ["freemius-secret-key", "hashicorp-tf-password", "kubernetes-secret-yaml", "nuget-config-password", "pkcs12-file"]);
+    let gitleaks = statuses.iter().filter(|s| s.source == Source::Gitleaks && s.rule != "gitleaks global allowlist").count();
+    assert_eq!(gitleaks, 222, "every rule of gitleaks {} is accounted for", secrets::GITLEAKS_VERSION);
+    assert!(statuses.iter().any(|s| s.source == Source::Kernel));
+}
+
+#[test]
+fn normalization_removes_invisible_characters_and_folds_compatibility_forms() {
+    assert_eq!(secrets::normalize("gh\u{200b}p_\u{2060}a\u{feff}b\u{00ad}c\u{202e}d"), "ghp_abcd");
+    assert_eq!(secrets::normalize("ｇｈｐ＿ＡＢＣ１２３"), "ghp_ABC123");
+    assert_eq!(secrets::normalize("ＳＹＳＴＥＭ：𝐩𝐚𝐬𝐬"), "SYSTEM:pass");
+    assert_eq!(secrets::normalize("密码是"), "密码是", "CJK text is unchanged");
+    assert!(matches!(secrets::normalize("plain ascii"), std::borrow::Cow::Borrowed(_)));
+}
+
+/// Every corpus text's finding, as one line each.
+fn findings(texts: &[(String, String)]) -> Vec<String> {
+    texts.iter().map(|(text, _)| format!("{:?}", detect(text).map(|f| (f.rule, f.kind)))).collect()
+}
+
+#[test]
+fn detection_is_deterministic() {
+    let mut all = corpus("secrets.jsonl");
+    all.extend(corpus("look-alikes.jsonl"));
+    let first = findings(&all);
+    assert_eq!(findings(&all), first, "the same on a second pass");
+    let mut reversed = all.clone();
+    reversed.reverse();
+    let mut again = findings(&reversed);
+    again.reverse();
+    assert_eq!(again, first, "the same in another order");
+
+    // And from fresh state: a new process, whose rules compile in another order.
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "print_findings_in_reverse", "--ignored", "--nocapture", "--test-threads=1"])
+        .output()
+        .unwrap();
+    assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stderr));
+    let stdout = String::from_utf8(child.stdout).unwrap();
+    let mut fresh: Vec<String> = stdout.lines().filter_map(|l| l.split_once("finding\t")).map(|(_, f)| f.to_string()).collect();
+    fresh.reverse();
+    assert_eq!(fresh, first, "the same in a fresh process");
+}
+
+/// Run by `detection_is_deterministic` in a child process.
+#[test]
+#[ignore]
+fn print_findings_in_reverse() {
+    let mut all = corpus("secrets.jsonl");
+    all.extend(corpus("look-alikes.jsonl"));
+    all.reverse();
+    for line in findings(&all) {
+        println!("finding\t{line}");
+    }
+}
+
+/// Log-like text of about `bytes` bytes: it speaks of tokens, keys and
+/// passwords but holds none.
+fn tool_log(bytes: usize) -> String {
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = String::with_capacity(bytes + 200);
+    let mut n = 0u64;
+    while out.len() < bytes {
+        let r = next();
+        n += 1;
+        let line = match r % 8 {
+            0 => format!("2026-06-01T09:{:02}:{:02}Z INFO request_id={:016x} path=/api/v1/items status=200 tokens_in={} tokens_out={}", n % 60, r % 60, r >> 8, r % 4000, r % 900),
+            1 => format!("2026-06-01T09:{:02}:{:02}Z WARN password reset requested for user {}; email queued", n % 60, r % 60, r % 100_000),
+            2 => format!("2026-06-01T09:{:02}:{:02}Z DEBUG token bucket refill: 10/s, remaining={}", n % 60, r % 60, r % 50),
+            3 => format!("2026-06-01T09:{:02}:{:02}Z DEBUG cache key=user:{}:profile hit ratio=0.{}", n % 60, r % 60, r % 10_000, r % 100),
+            4 => format!("    at com.example.auth.TokenService.refresh(TokenService.java:{})", r % 400),
+            5 => format!("2026-06-01T09:{:02}:{:02}Z INFO api key rotation scheduled, {} keys pending", n % 60, r % 60, r % 9),
+            6 => format!("test secrets::rotation_{} ... ok ({} ms)", r % 300, r % 90),
+            _ => format!("2026-06-01T09:{:02}:{:02}Z ERROR invalid credentials for user {} (401), retry in {}s", n % 60, r % 60, r % 100_000, r % 30),
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn time(runs: u32, f: impl Fn()) -> Duration {
+    let start = Instant::now();
+    for _ in 0..runs {
+        f();
+    }
+    start.elapsed() / runs
+}
+
+/// The timings `docs/SECURITY.md` quotes. Run alone, so the first call is
+/// really the first: `cargo test --release -p ctxkernel --test secrets -- --ignored timings --nocapture`.
+#[test]
+#[ignore]
+fn timings() {
+    let memory = "Remember that the staging deploy uses the blue cluster; the api key rotation runs monthly and the token budget is 2000 per call. Ask ops before changing the password policy, and keep notes short.";
+    assert!((190..=210).contains(&memory.len()), "{}", memory.len());
+    let start = Instant::now();
+    assert_eq!(detect(memory), None);
+    let first = start.elapsed();
+    let log16 = tool_log(16 << 10);
+    let log1m = tool_log(1 << 20);
+    assert_eq!(detect(&log16), None);
+    assert_eq!(detect(&log1m), None);
+    let statuses = Instant::now();
+    let rules = secrets::rule_statuses().len();
+    let all_rules = statuses.elapsed();
+    println!("first call (200-char memory text, rules compiled on demand): {first:?}");
+    println!("compiling every rule that was not yet ({rules} rules): {all_rules:?}");
+    println!("200-char memory text: {:?}", time(2000, || assert!(detect(memory).is_none())));
+    println!("16 KiB tool log: {:?}", time(100, || assert!(detect(&log16).is_none())));
+    println!("1 MiB tool log: {:?}", time(5, || assert!(detect(&log1m).is_none())));
+    let secret = format!("{}\nAuthorization: Bearer Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo\n", &log16[..8 << 10]);
+    println!("16 KiB tool log with a bearer token halfway: {:?}", time(100, || assert!(detect(&secret).is_some())));
+}
