@@ -157,10 +157,10 @@ fuzz:
 	cd fuzz && $(CARGO) +$(FUZZ_TOOLCHAIN) fuzz build -a -s none --target-dir $(TARGET_DIR)/fuzz
 	@bin=$(TARGET_DIR)/fuzz/$$(rustc -vV | sed -n 's/^host: //p')/release; failed=; \
 	for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t fuzz/regressions/$$t; \
 	  case $$t in decode) opts="-max_len=4096 -dict=fuzz/dicts/requests.dict";; edges) opts="-max_len=1024 -dict=fuzz/dicts/edges.dict";; *) opts="-max_len=8192";; esac; \
 	  echo "== $$t for $(FUZZ_SECONDS)s (log: $(FUZZ_DIR)/$$t.log)"; \
-	  $$bin/$$t $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t $$opts -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=3072 \
+	  $$bin/$$t $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t fuzz/regressions/$$t $$opts -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=3072 \
 	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ > $(FUZZ_DIR)/$$t.log 2>&1 || failed="$$failed $$t"; \
 	  awk -F': *' '/stat::number_of_executed_units/ {n=$$2} /stat::average_exec_per_sec/ {r=$$2} \
 	    END {printf "   %s execs, %s exec/s\n", n, r}' $(FUZZ_DIR)/$$t.log; \
