@@ -46,6 +46,16 @@ pub const FINDINGS: &[Finding] = &[
         location: "host.rs",
         needs_overflow_checks: false,
     },
+    // The secret scan of a memory's content (`assignments`, for `name=value`
+    // and `name: value`) starts the name one byte after the last character
+    // that cannot be in a name: inside that character when it is not ASCII,
+    // so `é=1` or `名字:x` in a proposed memory panics.
+    Finding {
+        name: "secret-scan-char-boundary",
+        message: "is not a char boundary",
+        location: "memory.rs",
+        needs_overflow_checks: false,
+    },
     Finding {
         name: "ttl-millis-overflow",
         message: "attempt to multiply with overflow",
