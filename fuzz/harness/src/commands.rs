@@ -18,14 +18,25 @@ use serde_json::{json, Map, Value};
 const MAX_CALLS: usize = 24;
 
 pub fn run(data: &[u8]) {
-    let mut u = Unstructured::new(data);
+    drive(data, &mut Host::new(Checks::ALL));
+}
+
+/// The calls an input makes (up to and including one that panics), and the
+/// panic, if any.
+pub fn calls_of(data: &[u8]) -> (Vec<Call>, Option<crate::known::Panic>) {
     let mut host = Host::new(Checks::ALL);
+    let panic = crate::known::catch(|| drive(data, &mut host)).err();
+    (host.begun, panic)
+}
+
+fn drive(data: &[u8], host: &mut Host) {
+    let mut u = Unstructured::new(data);
     let mut gen = Gen::default();
     for _ in 0..MAX_CALLS {
         if u.is_empty() {
             break;
         }
-        let call = gen.next(&mut u, &host);
+        let call = gen.next(&mut u, host);
         host.now.clone_from(&gen.now_text);
         let outcome = host.call(call);
         gen.learn(&outcome);
@@ -54,7 +65,7 @@ const TAGS: &[&str] = &["ops", "style", "team"];
 const ACTIONS: &[&str] = &["activate", "reject", "reinforce", "supersede", "archive", "expire", "correct", "promote"];
 const AUTHORITIES: &[&str] = &["policy", "management", "user-explicit"];
 const STATES: &[&str] = &["candidate", "active", "reinforced", "superseded", "archived", "expired", "deleted", "purged"];
-const WINDOWS: &[u64] = &[0, 1, 64, 300, 1024, 2048, 4096, 8192, 32_768, 131_072, 16_000_000, 16_000_001];
+const WINDOWS: &[u64] = &[0, 1, 64, 300, 600, 1024, 1024, 2048, 2048, 4096, 4096, 8192, 8192, 32_768, 131_072, 16_000_000, 16_000_001];
 
 /// 2026-06-01T09:00:00Z.
 const EPOCH: i64 = 1_780_304_400;
@@ -72,6 +83,8 @@ struct Gen {
     content_refs: Vec<Value>,
     confirmations: Vec<String>,
     revisions: Vec<u64>,
+    /// Each memory's scope and scope id, as responses gave them.
+    memory_scopes: Vec<(String, Value, Option<Value>)>,
 }
 
 impl Gen {
@@ -82,14 +95,14 @@ impl Gen {
             0 => json(Command::Info, json!({"schemaVersion": 1})),
             1..=4 => json(Command::AppendEvents, self.append(u, host)),
             5 | 6 => json(Command::PlanContext, self.plan(u, host)),
-            7 => json(Command::ReadEvents, self.read_events(u)),
-            8 | 9 => json(Command::CompactContext, self.compact(u)),
+            7 => json(Command::ReadEvents, self.read_events(u, host)),
+            8 | 9 => json(Command::CompactContext, self.compact(u, host)),
             10 => json(Command::ContinueOperation, self.answer(u)),
             11 => json(Command::Reconcile, self.reconcile(u)),
             12 => self.content(u),
             13 => json(Command::ReadKernelEvents, self.read_kernel_events(u)),
-            14 => json(Command::ProposeMemory, self.propose(u)),
-            15 => json(Command::ConsolidateMemory, self.consolidate(u)),
+            14 => json(Command::ProposeMemory, self.propose(u, host)),
+            15 => json(Command::ConsolidateMemory, self.consolidate(u, host)),
             16 => json(Command::DecideMemory, self.decide(u)),
             17 => match byte(u) % 3 {
                 0 => json(Command::DeleteMemory, self.delete(u)),
@@ -106,6 +119,11 @@ impl Gen {
         fn walk(gen: &mut Gen, value: &Value) {
             match value {
                 Value::Object(map) => {
+                    if let (Some(id), Some(scope)) = (map.get("memoryId").and_then(Value::as_str), map.get("scope")) {
+                        if gen.memory_scopes.len() < 32 && !gen.memory_scopes.iter().any(|(m, ..)| m == id) {
+                            gen.memory_scopes.push((id.to_string(), scope.clone(), map.get("scopeId").cloned()));
+                        }
+                    }
                     for (key, v) in map {
                         let pool = match key.as_str() {
                             "itemId" => Some(&mut gen.item_ids),
@@ -181,6 +199,19 @@ impl Gen {
         pick(u, SESSIONS)
     }
 
+    /// A session, mostly one that has events (and its last seq).
+    fn live_session(&self, u: &mut Unstructured, host: &Host) -> (&'static str, u64) {
+        let head = |s: &str| {
+            host.store.entries.get(&keys::session_head(s)).and_then(|(_, bytes)| serde_json::from_slice::<Value>(bytes).ok()).and_then(|h| h["seq"].as_u64())
+        };
+        let live: Vec<(&'static str, u64)> = SESSIONS.iter().filter_map(|s| head(s).map(|seq| (*s, seq))).collect();
+        if live.is_empty() || one_in(u, 8) {
+            let s = self.session(u);
+            return (s, head(s).unwrap_or(0));
+        }
+        live[usize::from(byte(u)) % live.len()]
+    }
+
     fn item_id(&mut self, u: &mut Unstructured) -> String {
         if !self.item_ids.is_empty() && one_in(u, 6) {
             let n = usize::from(byte(u)) % self.item_ids.len();
@@ -217,7 +248,7 @@ impl Gen {
         item.insert("priority".into(), json!(pick(u, &[0, 0, 0, 1, -1, 5, 100, i32::MAX, i32::MIN])));
         let origin = pick(u, ORIGINS);
         item.insert("provenance".into(), json!({"origin": origin}));
-        item.insert("schemaVersion".into(), json!(if one_in(u, 64) { 2 } else { 1 }));
+        item.insert("schemaVersion".into(), json!(if one_in(u, 128) { 2 } else { 1 }));
         item.insert("scope".into(), json!(pick(u, SCOPES)));
         item.insert("sensitivity".into(), json!(pick(u, SENSITIVITY)));
         let mut source = json!({"id": session.unwrap_or("f1"), "kind": if session.is_some() { "session" } else { pick(u, SOURCE_KINDS) }});
@@ -231,16 +262,16 @@ impl Gen {
         item.insert("sourceRef".into(), source);
         item.insert("trust".into(), json!(pick(u, TRUST)));
         // The body: words, a long run of words, a stored object, or nothing.
-        match byte(u) % 16 {
-            0 if !self.content_refs.is_empty() => {
+        match byte(u) % 64 {
+            0..=3 if !self.content_refs.is_empty() => {
                 let r = self.content_refs[usize::from(byte(u)) % self.content_refs.len()].clone();
                 item.insert("contentRef".into(), r);
             }
-            1 => {
+            4..=7 => {
                 let n = 200 + upto(u, 3000);
                 item.insert("content".into(), json!(text(u, n)));
             }
-            2 => {}
+            8 => {}
             _ => {
                 let n = 1 + upto(u, 40);
                 item.insert("content".into(), json!(text(u, n)));
@@ -250,7 +281,7 @@ impl Gen {
             let id = self.item_id(u);
             item.insert("itemId".into(), json!(id));
         }
-        if kind == "message" || one_in(u, 16) {
+        if kind == "message" || one_in(u, 64) {
             let role = pick(u, &["user", "user", "assistant", "assistant"]);
             item.insert("role".into(), json!(role));
             if role == "assistant" && one_in(u, 2) {
@@ -279,12 +310,15 @@ impl Gen {
                 interaction["binding"] = json!({"callId": pick(u, CALL_IDS)});
             }
             if one_in(u, 3) {
-                interaction["expiresAt"] = json!(self.within(u, -3600, 7200));
+                let from = if one_in(u, 8) { -3600 } else { 60 };
+                interaction["expiresAt"] = json!(self.within(u, from, 7200));
             }
             item.insert("interaction".into(), interaction);
         }
         if one_in(u, 12) {
-            item.insert("expiresAt".into(), json!(self.within(u, -3600, 7200)));
+            // Mostly after it was created; now and then already past.
+            let from = if one_in(u, 8) { -3600 } else { 60 };
+            item.insert("expiresAt".into(), json!(self.within(u, from, 7200)));
         }
         if one_in(u, 12) {
             item.insert("scopeId".into(), json!(pick(u, SCOPE_IDS)));
@@ -292,19 +326,20 @@ impl Gen {
         if one_in(u, 12) {
             item.insert("tokenEstimate".into(), json!(pick(u, &[0, 1, 10, 1000, u32::MAX])));
         }
-        if one_in(u, 24) {
+        if one_in(u, 64) {
             item.insert("digest".into(), json!(format!("sha256:{}", "0".repeat(64))));
         }
         Value::Object(item)
     }
 
     fn model(u: &mut Unstructured) -> Value {
-        json!({
-            "profile": pick(u, &["m-8k", "m-128k"]),
-            "reservedOutput": pick(u, &[0u64, 256, 1024, 4096, 20_000]),
-            "safetyMargin": pick(u, &[0u64, 64, 256, 1024]),
-            "window": pick(u, WINDOWS),
-        })
+        let window = pick(u, WINDOWS);
+        // What is held back: mostly a small share of the window, now and then all of it or more.
+        let (reserved, margin) = match byte(u) % 8 {
+            0 => (pick(u, &[0u64, 256, 1024, 4096, 20_000]), pick(u, &[0u64, 64, 256, 1024])),
+            _ => (window / pick(u, &[4u64, 8, 16, 1000]), window / pick(u, &[32u64, 64, 1000])),
+        };
+        json!({"profile": pick(u, &["m-8k", "m-128k"]), "reservedOutput": reserved, "safetyMargin": margin, "window": window})
     }
 
     fn append(&mut self, u: &mut Unstructured, host: &Host) -> Value {
@@ -317,15 +352,15 @@ impl Gen {
             .and_then(|(_, bytes)| serde_json::from_slice(bytes).ok());
         let seq = head.as_ref().and_then(|h| h["seq"].as_u64()).unwrap_or(0);
         let mut expected = json!({"seq": seq});
-        match byte(u) % 8 {
+        match byte(u) % 16 {
             0 => expected["seq"] = json!(seq.saturating_sub(1)),
             1 => expected["seq"] = json!(seq + 1),
-            2 | 3 => {
+            2 => expected["digest"] = json!(format!("sha256:{}", "f".repeat(64))),
+            3..=7 => {
                 if let Some(digest) = head.as_ref().and_then(|h| h.get("digest")) {
                     expected["digest"] = digest.clone();
                 }
             }
-            4 => expected["digest"] = json!(format!("sha256:{}", "f".repeat(64))),
             _ => {}
         }
         let n = 1 + upto(u, 5);
@@ -336,7 +371,7 @@ impl Gen {
     fn plan(&mut self, u: &mut Unstructured, host: &Host) -> Value {
         let mut request = json!({"model": Self::model(u), "now": self.now(), "schemaVersion": 1, "sink": pick(u, SINKS)});
         if !one_in(u, 4) {
-            request["sessionId"] = json!(self.session(u));
+            request["sessionId"] = json!(self.live_session(u, host).0);
         }
         if one_in(u, 3) {
             let n = 1 + upto(u, 3);
@@ -353,7 +388,9 @@ impl Gen {
     fn plan_policy(u: &mut Unstructured, host: &Host) -> Value {
         let _ = host;
         let limits = |u: &mut Unstructured| {
-            let mut l = json!({"ceilingBp": pick(u, &[0u32, 500, 2_500, 8_000, 10_000, 10_001]), "minimumBp": pick(u, &[0u32, 0, 500, 2_000, 10_000])});
+            let ceiling = pick(u, &[0u32, 500, 2_500, 8_000, 10_000, 10_000, 10_001]);
+            let minimum = if one_in(u, 8) { pick(u, &[500u32, 2_000, 10_000]) } else { ceiling.min(10_000) / pick(u, &[1u32, 2, 4, 10_000]) };
+            let mut l = json!({"ceilingBp": ceiling, "minimumBp": minimum});
             if one_in(u, 4) {
                 l["ceilingTokens"] = json!(pick(u, &[0u64, 10, 1000, u64::MAX]));
             }
@@ -371,8 +408,8 @@ impl Gen {
         })
     }
 
-    fn read_events(&mut self, u: &mut Unstructured) -> Value {
-        let mut request = json!({"schemaVersion": 1, "sessionId": self.session(u)});
+    fn read_events(&mut self, u: &mut Unstructured, host: &Host) -> Value {
+        let mut request = json!({"schemaVersion": 1, "sessionId": self.live_session(u, host).0});
         if one_in(u, 2) {
             request["afterSeq"] = json!(pick(u, &[0u64, 1, 3, 10, u64::MAX]));
         }
@@ -382,10 +419,11 @@ impl Gen {
         request
     }
 
-    fn compact(&mut self, u: &mut Unstructured) -> Value {
+    fn compact(&mut self, u: &mut Unstructured, host: &Host) -> Value {
         let strategy = pick(u, &["local", "provider"]);
+        let (session, seq) = self.live_session(u, host);
         let mut request = json!({
-            "model": Self::model(u), "now": self.now(), "schemaVersion": 1, "sessionId": self.session(u),
+            "model": Self::model(u), "now": self.now(), "schemaVersion": 1, "sessionId": session,
             "sink": pick(u, SINKS), "strategy": strategy,
         });
         if strategy == "provider" && !one_in(u, 8) {
@@ -398,10 +436,10 @@ impl Gen {
             request["allowDegraded"] = json!(false);
         }
         if one_in(u, 4) {
-            request["keepFromSeq"] = json!(pick(u, &[0u64, 1, 2, 5, 10, u64::MAX]));
+            request["keepFromSeq"] = json!(if one_in(u, 4) { pick(u, &[0u64, 1, u64::MAX]) } else { 1 + u64::from(upto(u, seq as u32)) });
         }
         if one_in(u, 5) {
-            request["expectedHead"] = json!({"seq": upto(u, 20)});
+            request["expectedHead"] = json!({"seq": if one_in(u, 4) { u64::from(upto(u, 20)) } else { seq }});
         }
         if one_in(u, 4) {
             request["policy"] = json!({
@@ -503,7 +541,7 @@ impl Gen {
         authority
     }
 
-    fn propose(&mut self, u: &mut Unstructured) -> Value {
+    fn propose(&mut self, u: &mut Unstructured, host: &Host) -> Value {
         let n = 1 + upto(u, 2);
         let mut candidates = Vec::new();
         for _ in 0..n {
@@ -517,13 +555,16 @@ impl Gen {
                 "provenance": {"origin": pick(u, ORIGINS)},
             });
             self.scope(u, &mut c, "scope", "scopeId");
-            let evidence = upto(u, 2);
+            let evidence = if one_in(u, 16) { 0 } else { 1 + upto(u, 1) };
             let refs: Vec<Value> = (0..evidence)
                 .map(|_| {
                     if one_in(u, 3) {
                         json!({"id": pick(u, &["notes.md", "cfg"]), "kind": pick(u, &["file", "config", "web"])})
                     } else {
-                        json!({"id": pick(u, SESSIONS), "kind": "session", "seq": 1 + upto(u, 12)})
+                        // An event of a session, mostly one that exists.
+                        let (session, seq) = self.live_session(u, host);
+                        let seq = if seq == 0 || one_in(u, 8) { 1 + u64::from(upto(u, 12)) } else { 1 + u64::from(upto(u, seq as u32 - 1)) };
+                        json!({"id": session, "kind": "session", "seq": seq})
                     }
                 })
                 .collect();
@@ -572,9 +613,9 @@ impl Gen {
         request
     }
 
-    fn consolidate(&mut self, u: &mut Unstructured) -> Value {
+    fn consolidate(&mut self, u: &mut Unstructured, host: &Host) -> Value {
         let strategy = pick(u, &["rules", "rules", "provider"]);
-        let mut request = json!({"now": self.now(), "schemaVersion": 1, "sessionId": self.session(u), "strategy": strategy});
+        let mut request = json!({"now": self.now(), "schemaVersion": 1, "sessionId": self.live_session(u, host).0, "strategy": strategy});
         if strategy == "provider" && !one_in(u, 6) {
             request["provider"] = json!({"maxTokens": pick(u, &[1u32, 600]), "model": "extractor-1"});
         }
@@ -592,11 +633,20 @@ impl Gen {
 
     fn decide(&mut self, u: &mut Unstructured) -> Value {
         let action = pick(u, ACTIONS);
+        let memory = Self::pool(u, &self.memories, "mem-missing");
         let mut request = json!({
-            "action": action, "authority": Self::authority(u), "memoryId": Self::pool(u, &self.memories, "mem-missing"),
+            "action": action, "authority": Self::authority(u), "memoryId": memory,
             "now": self.now(), "schemaVersion": 1,
         });
-        self.scope(u, &mut request, "scope", "scopeId");
+        match self.memory_scopes.iter().find(|(id, ..)| *id == memory) {
+            Some((_, scope, scope_id)) if !one_in(u, 8) => {
+                request["scope"] = scope.clone();
+                if let Some(id) = scope_id {
+                    request["scopeId"] = id.clone();
+                }
+            }
+            _ => self.scope(u, &mut request, "scope", "scopeId"),
+        }
         if matches!(action, "correct" | "supersede") || one_in(u, 8) {
             let n = 1 + upto(u, 10);
             request["content"] = json!(text(u, n));

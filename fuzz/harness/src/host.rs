@@ -105,6 +105,8 @@ pub struct Host {
     contents: BTreeMap<String, Vec<u8>>,
     /// The last `now` given, used by the read-back requests.
     pub now: String,
+    /// Every call begun, including one that panicked.
+    pub begun: Vec<Call>,
 }
 
 impl Host {
@@ -116,11 +118,13 @@ impl Host {
             transcript: Vec::new(),
             contents: BTreeMap::new(),
             now: "2026-06-01T09:00:00Z".into(),
+            begun: Vec::new(),
         }
     }
 
     /// Makes one call and checks it; returns what it answered.
     pub fn call(&mut self, call: Call) -> Outcome {
+        self.begun.push(call.clone());
         let before = self.store.clone();
         if trace() {
             eprintln!("> {} {}", call.command().name(), clip(call.request()));

@@ -11,6 +11,7 @@
 //! [`known::FINDINGS`] are tolerated while fuzzing, so a run goes on to find
 //! new ones; set `CTXK_FUZZ_STRICT=1` to treat them as crashes too.
 
+pub mod calls;
 pub mod commands;
 pub mod decode;
 pub mod edges;
@@ -24,16 +25,19 @@ pub enum Target {
     Decode,
     Commands,
     Edges,
+    /// Not fuzzed: the call lists `commands` regressions are kept as.
+    Calls,
 }
 
 impl Target {
-    pub const ALL: [Target; 3] = [Target::Decode, Target::Commands, Target::Edges];
+    pub const ALL: [Target; 4] = [Target::Decode, Target::Commands, Target::Edges, Target::Calls];
 
     pub fn name(self) -> &'static str {
         match self {
             Target::Decode => "decode",
             Target::Commands => "commands",
             Target::Edges => "edges",
+            Target::Calls => "calls",
         }
     }
 
@@ -47,6 +51,7 @@ impl Target {
             Target::Decode => decode::run(data),
             Target::Commands => commands::run(data),
             Target::Edges => edges::run(data),
+            Target::Calls => calls::run(data),
         }
     }
 }
