@@ -91,3 +91,20 @@ fn from_hex(hex: &str) -> Result<Vec<u8>, String> {
         .map(|i| hex.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| "bad contentHex".to_string()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_list_reads_back_as_written() {
+        let calls = vec![
+            Call::Json(Command::Info, r#"{"schemaVersion":1}"#.into()),
+            Call::Json(Command::Info, r#"{ "schemaVersion": 1 }"#.into()),
+            Call::Put(r#"{"allowedSinks":["*"],"now":"2026-06-01T09:00:00Z","schemaVersion":1,"sensitivity":"public"}"#.into(), vec![0, 255, 7]),
+            Call::Put(r#"{"schemaVersion":1}"#.into(), b"text".to_vec()),
+            Call::Get("not json".into()),
+        ];
+        assert_eq!(parse(write(&calls).as_bytes()).unwrap(), calls);
+    }
+}

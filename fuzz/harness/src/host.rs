@@ -388,3 +388,22 @@ fn unsegment(segment: &str) -> Option<String> {
     }
     String::from_utf8(out).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::float_drift;
+
+    #[test]
+    fn float_drift_is_only_a_float_serde_json_misreads() {
+        let drift = float_drift(r#"{"c":0.9437500000000001,"n":1}"#, r#"{"c":0.94375,"n":1}"#);
+        assert_eq!(drift, Some(("0.9437500000000001".into(), "0.94375".into())));
+        assert_eq!(float_drift(r#"{"c":0.5}"#, r#"{"c":0.25}"#), None);
+        assert_eq!(float_drift(r#"{"b":1,"a":2}"#, r#"{"a":2,"b":1}"#), None);
+    }
+
+    #[test]
+    fn a_key_segment_decodes_back_to_its_id() {
+        let id = "ü/3 x";
+        assert_eq!(super::unsegment(&ctxkernel::store::keys::segment(id)).as_deref(), Some(id));
+    }
+}

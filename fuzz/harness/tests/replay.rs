@@ -25,6 +25,11 @@ fn inputs() -> Vec<(Target, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut inputs = Vec::new();
     for dir in ["corpus", "regressions"] {
+        // A folder no target reads would be skipped silently.
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(Target::from_name(&name).is_some(), "fuzz/{dir}/{name}: no target of that name");
+        }
         for target in Target::ALL {
             let Ok(entries) = std::fs::read_dir(root.join(dir).join(target.name())) else { continue };
             let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_file()).collect();
@@ -44,6 +49,9 @@ fn relative(path: &Path) -> String {
 fn every_corpus_and_regression_input_replays() {
     let inputs = inputs();
     assert!(inputs.iter().any(|(t, _)| *t == Target::Commands), "no corpus found under fuzz/");
+    for (file, _) in KNOWN_FAILING {
+        assert!(inputs.iter().any(|(_, p)| relative(p) == *file), "KNOWN_FAILING names `{file}`, which is not there");
+    }
     let mut failures = Vec::new();
     let mut report = Vec::new();
     let (mut passed, mut known_count) = (0, 0);
