@@ -149,7 +149,7 @@ eval: build
 FUZZ_TOOLCHAIN := nightly-2026-10-01
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= decode commands edges
-FUZZ_DIR := build/fuzz
+FUZZ_DIR ?= build/fuzz
 fuzz:
 	@rustup toolchain list | grep -q '^$(FUZZ_TOOLCHAIN)' || rustup toolchain install $(FUZZ_TOOLCHAIN) --profile minimal
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
@@ -162,7 +162,7 @@ fuzz:
 	  echo "== $$t for $(FUZZ_SECONDS)s (log: $(FUZZ_DIR)/$$t.log)"; \
 	  $$bin/$$t $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t fuzz/regressions/$$t $$opts -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=3072 \
 	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ > $(FUZZ_DIR)/$$t.log 2>&1 || failed="$$failed $$t"; \
-	  awk -F': *' '/stat::number_of_executed_units/ {n=$$2} /stat::average_exec_per_sec/ {r=$$2} \
+	  awk -F': *' '/stat::number_of_executed_units/ {n=$$NF} /stat::average_exec_per_sec/ {r=$$NF} \
 	    END {printf "   %s execs, %s exec/s\n", n, r}' $(FUZZ_DIR)/$$t.log; \
 	done; \
 	if [ -n "$$failed" ]; then \

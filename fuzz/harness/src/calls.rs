@@ -62,7 +62,7 @@ pub fn write(calls: &[Call]) -> String {
         .map(|call| {
             // As a value where that gives back the same text, else as text.
             let request = match serde_json::from_str::<Value>(call.request()) {
-                Ok(value) if value.to_string() == call.request() => value,
+                Ok(value) if serde_json::to_string(&value).is_ok_and(|text| text == call.request()) => value,
                 _ => json!(call.request()),
             };
             let mut c = json!({"command": call.command().name(), "request": request});

@@ -523,10 +523,8 @@ impl Gen {
     fn scope(&self, u: &mut Unstructured, request: &mut Value, field: &str, id_field: &str) {
         let scope = pick(u, SCOPES);
         request[field] = json!(scope);
-        if !matches!(scope, "global") || one_in(u, 8) {
-            if !one_in(u, 8) {
-                request[id_field] = json!(pick(u, SCOPE_IDS));
-            }
+        if (!matches!(scope, "global") || one_in(u, 8)) && !one_in(u, 8) {
+            request[id_field] = json!(pick(u, SCOPE_IDS));
         }
     }
 

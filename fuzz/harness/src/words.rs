@@ -14,7 +14,7 @@ pub fn pick<T: Copy>(u: &mut Unstructured, options: &[T]) -> T {
 
 /// True one time in `n`.
 pub fn one_in(u: &mut Unstructured, n: u8) -> bool {
-    byte(u) % n == 0
+    byte(u).checked_rem(n) == Some(0)
 }
 
 /// A number in `0..=max` (small when the input is used up).
