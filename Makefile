@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test examples bench eval clean
+.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test examples bench eval fuzz clean
 
 help:
 	@echo "make demo   build, then replay a recorded 300-turn agent session through the kernel on every host"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench  run the benchmarks and rewrite docs/BENCHMARKS.md"
 	@echo "make eval   the recall evaluation: ctxkernel against SQLite FTS5, hit@1 / hit@5"
 	@echo "make parity run every parity fixture on every host and compare"
+	@echo "make fuzz   run each fuzz target for FUZZ_SECONDS (default 60) on a pinned nightly"
 
 toolchain:
 	@rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2 \
@@ -140,6 +141,33 @@ bench: build node python jvm
 # the same labelled corpus (CTXK_EVAL_MISSES=1 lists the kernel's misses).
 eval: build
 	$(CARGO) bench --locked -p ctxkernel-host --bench memory -- --only recall-eval
+
+# Fuzzing (docs/FUZZING.md): libFuzzer on a pinned nightly, each target for
+# FUZZ_SECONDS. The checked-in fuzz/corpus seeds the run; what it adds goes to
+# build/fuzz/corpus, crashes to build/fuzz/artifacts. `make test` replays
+# fuzz/corpus and fuzz/regressions on stable.
+FUZZ_TOOLCHAIN := nightly-2026-10-01
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= decode commands edges
+FUZZ_DIR ?= build/fuzz
+fuzz:
+	@rustup toolchain list | grep -q '^$(FUZZ_TOOLCHAIN)' || rustup toolchain install $(FUZZ_TOOLCHAIN) --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install --locked cargo-fuzz
+	@# -a: overflow checks on, so an arithmetic overflow is a finding, not a wrap.
+	cd fuzz && $(CARGO) +$(FUZZ_TOOLCHAIN) fuzz build -a -s none --target-dir $(TARGET_DIR)/fuzz
+	@bin=$(TARGET_DIR)/fuzz/$$(rustc -vV | sed -n 's/^host: //p')/release; failed=; \
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t fuzz/regressions/$$t; \
+	  case $$t in decode) opts="-max_len=4096 -dict=fuzz/dicts/requests.dict";; edges) opts="-max_len=1024 -dict=fuzz/dicts/edges.dict";; *) opts="-max_len=8192";; esac; \
+	  echo "== $$t for $(FUZZ_SECONDS)s (log: $(FUZZ_DIR)/$$t.log)"; \
+	  $$bin/$$t $(FUZZ_DIR)/corpus/$$t fuzz/corpus/$$t fuzz/regressions/$$t $$opts -max_total_time=$(FUZZ_SECONDS) -timeout=30 -rss_limit_mb=3072 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ > $(FUZZ_DIR)/$$t.log 2>&1 || failed="$$failed $$t"; \
+	  awk -F': *' '/stat::number_of_executed_units/ {n=$$NF} /stat::average_exec_per_sec/ {r=$$NF} \
+	    END {printf "   %s execs, %s exec/s\n", n, r}' $(FUZZ_DIR)/$$t.log; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "new findings in:$$failed: see $(FUZZ_DIR)/artifacts (docs/FUZZING.md says how to minimize and keep one)"; exit 1; \
+	fi
 
 clean:
 	rm -rf build
