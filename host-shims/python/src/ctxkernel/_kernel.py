@@ -12,7 +12,7 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Awaitable, Callable, Optional, Union
 
 from wasmtime import Engine, Module, Trap, WasmtimeError
 
