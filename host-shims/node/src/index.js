@@ -57,7 +57,15 @@ const LONG_DIGITS = /\d{16}/;
 export const parseJson = (text) => (LONG_DIGITS.test(text) ? parseLossless(text, null, parseNumber) : JSON.parse(text));
 
 /** Values to JSON text without loss: BigInts are written as integers. */
-export const stringifyJson = (value) => stringifyLossless(value);
+export function stringifyJson(value) {
+  try {
+    return JSON.stringify(value);
+  } catch (e) {
+    // JSON.stringify refuses a BigInt with a TypeError; only then pay for the slower writer.
+    if (e instanceof TypeError) return stringifyLossless(value);
+    throw e;
+  }
+}
 
 /**
  * A request as the kernel gets it: text as given, an object as JSON. The
