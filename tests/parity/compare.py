@@ -5,10 +5,12 @@ golden files; every host reading another host's store files must see the same.
 On a divergence it names the fixture, the first differing step (or store key)
 and the JSON path that differs, and exits 1.
 
-Usage: compare.py --runs build/parity --hosts rust,node,python,jvm [--bless]
+Usage: compare.py --runs build/parity --hosts rust,node,python,jvm [--bless] [--only PATTERN,...]
   --bless  rewrite tests/parity/golden from the first host's run
+  --only   compare (and bless) only the fixtures whose names match these shell patterns
 """
 import argparse
+import fnmatch
 import json
 import os
 import sys
@@ -75,10 +77,13 @@ def main():
     parser.add_argument("--runs", required=True)
     parser.add_argument("--hosts", required=True)
     parser.add_argument("--bless", action="store_true")
+    parser.add_argument("--only", default="*")
     args = parser.parse_args()
     hosts = args.hosts.split(",")
     golden = os.path.join(HERE, "golden")
-    fixtures = sorted(f[:-5] for f in os.listdir(os.path.join(HERE, "fixtures")) if f.endswith(".json"))
+    patterns = args.only.split(",")
+    fixtures = sorted(f[:-5] for f in os.listdir(os.path.join(HERE, "fixtures"))
+                      if f.endswith(".json") and any(fnmatch.fnmatch(f[:-5], p) for p in patterns))
     problems = []
     for fixture in fixtures:
         first = hosts[0]

@@ -451,6 +451,107 @@ fixture("memory-consolidation", "The user's own words become candidates, by rule
          answer(7, {"outcome": "failed", "error": "HTTP 503"}),
          {"command": "read-kernel-events", "request": {"schemaVersion": 1, "typePrefix": "memory.consolidated"}}])
 
+# Hostile input: every host must send it and answer it byte for byte alike. Requests given as
+# strings are sent as written, never parsed and re-serialized, so number spellings and escapes
+# reach the kernel untouched (a request object is re-serialized by each host's JSON library).
+HOSTILE = ["line\u2028separator", "paragraph\u2029separator", "next\u0085line", "bidi \u202eevil\u202c and \u2066isolate\u2069",
+           "zero\u200bwidth\u200cnon\u200djoiner\ufeffbom", "ＦＵＬＬＷＩＤＴＨ ＳＹＳＴＥＭ：", "family \U0001F468\u200d\U0001F469\u200d\U0001F467",
+           "flag \U0001F3F3\ufe0f\u200d\U0001F308", "combining e\u0301\u0301\u0301 Z\u0351\u0361\u0362", "nul \u0000 bell \u0007 vt \u000b del \u007f",
+           "C1 \u0080\u009f", "astral \U00010348 \U0010FFFF", "private \ue000", "noncharacter \ufffe\uffff"]
+odd = Session("hostile")
+for text in HOSTILE:
+    odd.user(text)
+# The same texts again, every character outside ASCII written as a \\u escape (surrogate pairs for the astral ones).
+escaped = [{**item, "itemId": f"escaped-{i}", "sourceRef": {**item["sourceRef"], "seq": len(odd.items) + i}}
+           for i, item in enumerate(odd.items, 1)]
+
+
+def text_step(command, text, **extra):
+    """A request sent as this exact text."""
+    return {"command": command, "request": text, **extra}
+
+
+def read_events_text(after):
+    return text_step("read-events", '{"afterSeq":' + after + ',"schemaVersion":1,"sessionId":"hostile"}')
+
+
+ID_256 = "s-" + "\u00e9" * 127  # 256 UTF-8 bytes in 129 characters
+ID_257 = ID_256 + "x"
+long_ids = []
+for sid in (ID_256, ID_257):
+    session = Session(sid)
+    session.user("a session whose id is at the limit", itemId="long-1")
+    long_ids.append(append(session, sid=sid))
+fixture("hostile-unicode", "Line and paragraph separators, NEL, bidi controls, zero-width joiners, fullwidth forms, emoji ZWJ sequences, "
+        "combining marks, NUL and C0/C1 controls round-trip verbatim; ids at 256 bytes and one over.",
+        [append(odd, sid="hostile"), {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": "hostile"}},
+         plan(8192, sid="hostile")] + long_ids
+        + [text_step("read-events", '{"schemaVersion":1,"sessionId":"' + ID_256 + '"}'),
+           text_step("append-events", json.dumps({"expectedHead": {"seq": len(odd.items)}, "items": escaped, "now": T0, "schemaVersion": 1,
+                                                  "sessionId": "hostile"}, ensure_ascii=True, sort_keys=True, separators=(",", ":"))),
+           {"command": "read-events", "request": {"afterSeq": len(odd.items), "schemaVersion": 1, "sessionId": "hostile"}},
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"s\\u0000"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"s\\u000B"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"s\u000b"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"\\ud800"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"\\udc00\\ud800"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"\\ud83d\\ude00"}'),
+           text_step("read-events", '{"schemaVersion":1,"sessionId":"\u2028"}'),
+           # Echoed back in the error message: a raw vertical tab, NUL and separators the runners must escape alike.
+           text_step("compact-context", '{"model":{"profile":"m","reservedOutput":0,"safetyMargin":0,"window":8192},"now":"2026-06-01T09:10:00Z",'
+                     '"schemaVersion":1,"sessionId":"hostile","sink":"model:test","strategy":"vt\\u000b nul\\u0000 ls\u2028 bidi\u202e"}')])
+
+fixture("hostile-numbers", "Number spellings and edges sent verbatim: integral floats, negative zero, exponents, 2^53 ± 1, 2^64 − 1, "
+        "negative unsigned values, an oversized schemaVersion, 1e308 and -0.0.",
+        [append(odd, sid="hostile")]
+        + [text_step("append-events", json.dumps({"expectedHead": {"seq": 9007199254740993}, "items": escaped[:1], "now": T0, "schemaVersion": 1,
+                                                  "sessionId": "hostile"}, sort_keys=True, separators=(",", ":")))]
+        + [read_events_text(n) for n in ["1.0", "-0", "1e0", "1e2", "9007199254740991", "9007199254740992", "9007199254740993",
+                                          "18446744073709551615", "18446744073709551616", "-1", "1.5", "1e400"]]
+        + [text_step("info", '{"schemaVersion":' + n + '}') for n in ["1", "1.0", "1e0", "-0", "4294967297", "18446744073709551615", "-1"]]
+        + [text_step("read-kernel-events", '{"afterSeq":18446744073709551615,"limit":4294967297,"schemaVersion":1}'),
+           text_step("read-events", '{"afterSeq":0,"limit":-1,"schemaVersion":1,"sessionId":"hostile"}'),
+           text_step("propose-memory", '{"candidates":[{"category":"fact","confidence":-0.0,"content":"negative zero confidence",'
+                     '"embedding":[1e308,-0.0,5e-324,0.1],"evidenceRefs":[{"id":"hostile","kind":"session","seq":1}],"importance":0.5,'
+                     '"provenance":{"origin":"model"},"scope":"project","scopeId":"web"}],"now":"2026-06-01T09:00:00Z","schemaVersion":1}'),
+           text_step("recall-memory", '{"now":"2026-06-01T09:05:00Z","query":"negative zero","queryEmbedding":[1e308,1e308,1e308,1e308],'
+                     '"schemaVersion":1,"scopes":[{"scope":"project","scopeId":"web"}],"sink":"model:test"}'),
+           text_step("read-memory", '{"now":"2026-06-01T09:05:00Z","schemaVersion":1,"scope":"project","scopeId":"web","states":["candidate"]}'),
+           text_step("plan-context", '{"model":{"profile":"m","reservedOutput":1.0,"safetyMargin":-0,"window":1e4},"now":"2026-06-01T09:05:00Z",'
+                     '"schemaVersion":1,"sessionId":"hostile","sink":"model:test"}'),
+           text_step("plan-context", '{"model":{"profile":"m","reservedOutput":0,"safetyMargin":0,"window":9007199254740993},'
+                     '"now":"2026-06-01T09:05:00Z","schemaVersion":1,"sessionId":"hostile","sink":"model:test"}')])
+
+fixture("hostile-malformed", "Raw malformed text: truncated, trailing garbage, a byte-order mark, duplicate keys, raw control characters, "
+        "deep nesting, empty and non-object requests.",
+        [append(odd, sid="hostile")]
+        + [text_step("read-events", text) for text in [
+            '{"schemaVersion":1,"sessionId":"hos', '{"schemaVersion":1,"sessionId":"hostile"} trailing', '{"schemaVersion":1,"sessionId":"hostile"}}',
+            '\ufeff{"schemaVersion":1,"sessionId":"hostile"}', '{"schemaVersion":1,"schemaVersion":2,"sessionId":"hostile"}',
+            '{"schemaVersion":2,"schemaVersion":1,"sessionId":"hostile"}', '{"schemaVersion":1,"sessionId":"hostile","sessionId":"other"}',
+            '{"schemaVersion":1,"sessionId":"a\tb"}', '{"schemaVersion":1,"sessionId":"a\u000bb"}', '{"schemaVersion":1,"sessionId":"a\u0000b"}',
+            '{"schemaVersion":1,"sessionId":' + "[" * 100000 + "]" * 100000 + "}",
+            '{"schemaVersion":1,"sessionId":"hostile","x":' + "[" * 1000 + "]" * 1000 + "}",
+            "", " ", "null", "[]", '"text"', "1", "{}", "{'schemaVersion':1}", '{"schemaVersion":1,}', '{"schemaVersion":01}',
+            '{"schemaVersion":1,"sessionId":"hostile"}\u0000']]
+        + [text_step("get-content", '{"objectId":"' + "0" * 64 + '","schemaVersion":1,"sink":"x"'),
+           text_step("put-content", '{"allowedSinks":["*"],"now":"2026-06-01T09:00:00Z","schemaVersion":1,"sensitivity":"internal"} x',
+                     content={"text": "bytes"})])
+
+# The one request that makes this kernel trap (a timestamp whose offset leaves
+# the calendar: a panic). Every host answers the same fixed `internal` error,
+# rolls the call back and replaces the instance. Once the kernel refuses this
+# timestamp as `invalid-request`, the trap needs another trigger.
+TRAP_NOW = "9999-12-31T23:59:59-00:01"
+trapped = Session("hostile")
+trapped.user("written by a call that traps", itemId="trapped-1", sourceRef={"id": "hostile", "kind": "session", "seq": len(odd.items) + 1})
+fixture("hostile-trap", "A kernel trap: one fixed internal error on every host, the call rolled back, the instance replaced.",
+        [append(odd, sid="hostile"), plan(8192, sid="hostile", now=TRAP_NOW),
+         {"command": "append-events", "request": {"schemaVersion": 1, "sessionId": "hostile", "expectedHead": {"seq": len(odd.items)},
+                                                  "items": trapped.items, "now": TRAP_NOW}},
+         {"command": "read-events", "request": {"afterSeq": len(odd.items), "schemaVersion": 1, "sessionId": "hostile"}},
+         plan(8192, sid="hostile")])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:

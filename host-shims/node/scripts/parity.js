@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { Kernel, KernelError, SqliteStore } from '../src/index.js';
+import { Kernel, KernelError, SqliteStore, parseJson, stringifyJson } from '../src/index.js';
 
 const args = process.argv.slice(2);
 const option = (name) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -27,7 +27,7 @@ function resolve(value, responses) {
       let found = responses[Number(step)];
       for (const part of pointer.split('/').slice(1)) found = found?.[part.replaceAll('~1', '/').replaceAll('~0', '~')];
       if (found === undefined) throw new Error(`$ref ${value.$ref} points at nothing`);
-      return value.format ? value.format.replace('{}', typeof found === 'string' ? found : JSON.stringify(found)) : found;
+      return value.format ? value.format.replace('{}', typeof found === 'string' ? found : stringifyJson(found)) : found;
     }
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolve(v, responses)]));
   }
@@ -40,9 +40,9 @@ function content(spec) {
   throw new Error('content is {"text"} or {"repeat": {"text", "times"}}');
 }
 
-// KernelError's message is "<code>: <kernel message>".
+// KernelError's message is "<code>: <kernel message>"; its detail goes in verbatim.
 const errorLine = (i, e) =>
-  `{"step":${i},"error":{"code":"${e.code}","detail":${JSON.stringify(e.detail)},"message":${JSON.stringify(e.message.slice(e.code.length + 2))}}}`;
+  `{"step":${i},"error":{"code":"${e.code}","detail":${e.detailJson},"message":${JSON.stringify(e.message.slice(e.code.length + 2))}}}`;
 
 async function runFixture(fixture, path) {
   const instances = new Map();
@@ -92,24 +92,24 @@ async function runFixture(fixture, path) {
       continue;
     }
     const resolved = resolve(step.request, responses);
-    const request = typeof resolved === 'string' ? resolved : JSON.stringify(resolved);
+    const request = typeof resolved === 'string' ? resolved : stringifyJson(resolved);
     if (!instances.has(name)) instances.set(name, new Kernel(await SqliteStore.open(path)));
     const kernel = instances.get(name);
+    // The kernel's JSON goes into the transcript verbatim, never parsed and written again.
     let line;
     try {
-      if (step.command === 'put-content') {
-        line = `{"step":${i},"ok":${JSON.stringify(kernel.putContent(JSON.parse(request), content(step.content)))}}`;
-      } else if (step.command === 'get-content') {
-        const bytes = kernel.getContent(JSON.parse(request));
+      if (step.command === 'get-content') {
+        const bytes = kernel.getContent(request);
         line = `{"step":${i},"bytes":{"length":${bytes.length},"sha256":"${sha256(bytes)}"}}`;
       } else {
-        line = `{"step":${i},"ok":${kernel.call(step.command, request)}}`;
+        const bytes = step.command === 'put-content' ? content(step.content) : undefined;
+        line = `{"step":${i},"ok":${kernel.call(step.command, request, bytes)}}`;
       }
     } catch (e) {
       if (!(e instanceof KernelError)) throw e;
       line = errorLine(i, e);
     }
-    responses.push(JSON.parse(line).ok ?? null);
+    responses.push(parseJson(line).ok ?? null);
     lines.push(line);
   }
   for (const kernel of instances.values()) kernel.store.close();
@@ -131,7 +131,8 @@ function dump(path) {
 }
 
 for (const file of fixtures) {
-  const fixture = JSON.parse(readFileSync(file, 'utf8'));
+  // Parsed without loss, so a request object's integers reach the kernel as written.
+  const fixture = parseJson(readFileSync(file, 'utf8'));
   if (read) {
     // Another host wrote this store file: open it here, ask the kernel, dump it.
     const path = join(read, `${fixture.name}.sqlite`);

@@ -56,11 +56,24 @@ export type ErrorCode =
   | 'storage-failure'
   | 'internal';
 
+/**
+ * JSON numbers in values parsed from the kernel (responses, error details):
+ * an integer beyond 2^53 − 1 comes back as a `bigint`, never rounded. The
+ * kernel's contract keeps every integer within ±(2^53 − 1), so in practice
+ * only an error detail that echoes a request can hold one.
+ */
+export function parseJson(text: string): any;
+/** JSON text for a request object without loss: a `bigint` is written as an integer. */
+export function stringifyJson(value: unknown): string;
+
 /** The one error every command raises. */
 export class KernelError extends Error {
   readonly code: ErrorCode;
+  /** The kernel's detail, parsed with `parseJson`. */
   readonly detail: Record<string, unknown>;
-  constructor(code: ErrorCode, message: string, detail?: Record<string, unknown>, options?: ErrorOptions);
+  /** The kernel's detail text, byte for byte. */
+  readonly detailJson: string;
+  constructor(code: ErrorCode, message: string, detailJson?: string, options?: ErrorOptions);
 }
 
 /** Throw from a provider callback when nobody knows whether the call happened. */
@@ -77,13 +90,15 @@ export interface Entry {
  * that start with `prefix`, in bytewise order. `put`/`remove` compare the
  * key's revision with `expected` (undefined: unconditional, 0n: absent) and
  * throw `StoreConflict` on a mismatch; expected failures throw `StoreError`.
+ * `begin(write)` opens a call's transaction; `write` is false for a command
+ * that only reads.
  */
 export interface Store {
   get(key: string): Entry | undefined;
   scan(prefix: string, startAfter: string, limit: number): Entry[];
   put(key: string, value: Uint8Array, expected: bigint | undefined): bigint;
   remove(key: string, expected: bigint | undefined): void;
-  begin(): void;
+  begin(write?: boolean): void;
   commit(): void;
   rollback(): void;
 }
@@ -114,15 +129,24 @@ export interface SqliteDatabase {
   close(): void;
 }
 
+export interface SqliteStoreOptions {
+  /** How long a command that writes waits for another connection's write lock (default 5000). */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * A command that writes takes the write lock when it begins, waiting up to
+ * `busyTimeoutMs` before `storage-failure`; one that only reads takes none.
+ */
 export class SqliteStore implements Store {
-  static open(path: string): Promise<SqliteStore>;
-  constructor(db: SqliteDatabase);
+  static open(path: string, options?: SqliteStoreOptions): Promise<SqliteStore>;
+  constructor(db: SqliteDatabase, options?: SqliteStoreOptions);
   readonly database: SqliteDatabase;
   get(key: string): Entry | undefined;
   scan(prefix: string, startAfter: string, limit: number): Entry[];
   put(key: string, value: Uint8Array, expected: bigint | undefined): bigint;
   remove(key: string, expected: bigint | undefined): void;
-  begin(): void;
+  begin(write?: boolean): void;
   commit(): void;
   rollback(): void;
   close(): void;
@@ -157,8 +181,14 @@ export type Provider = (request: ProviderRequest) => Promise<ProviderAnswer>;
 export class Kernel {
   constructor(store?: Store);
   readonly store: Store;
-  /** Any JSON command; returns the kernel's canonical JSON text. */
+  /**
+   * Any JSON command, or `put-content` with its bytes; returns the kernel's
+   * canonical JSON text verbatim. A string request is sent as given; an
+   * object is written with `stringifyJson`. The typed methods below parse
+   * the answer with `parseJson`.
+   */
   call(command: Command, request: string | object): string;
+  call(command: 'put-content', request: string | PutContentRequest, bytes: Uint8Array): string;
   info(): InfoResponse;
   planContext(request: PlanContextRequest): ContextPlan;
   appendEvents(request: AppendEventsRequest): AppendEventsResponse;
@@ -177,8 +207,8 @@ export class Kernel {
   readMemory(request: ReadMemoryRequest): ReadMemoryResponse;
   recallMemory(request: RecallMemoryRequest): RecallMemoryResponse;
   residentSnapshot(request: ResidentSnapshotRequest): ResidentSnapshotResponse;
-  putContent(request: PutContentRequest, bytes: Uint8Array): PutContentResponse;
-  getContent(request: GetContentRequest): Uint8Array;
+  putContent(request: string | PutContentRequest, bytes: Uint8Array): PutContentResponse;
+  getContent(request: string | GetContentRequest): Uint8Array;
   /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */
   compact(request: CompactContextRequest, provider?: Provider, options?: { clock?: () => string }): Promise<CompactContextResponse>;
   /** Extracts candidate memories, awaiting `provider` when the kernel asks for an extraction. */

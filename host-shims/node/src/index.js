@@ -1,9 +1,11 @@
 // ctxkernel for Node: the one component (transpiled by jco, loaded once per
 // process) over a store this process supplies. Every command runs inside one
 // store transaction: committed when the kernel answers, rolled back when it
-// answers an error, traps, or the store throws.
+// answers an error, traps, or the store throws. A command that only reads
+// takes no write lock.
 
 import { readFile } from 'node:fs/promises';
+import { isInteger, parse as parseLossless, stringify as stringifyLossless } from 'lossless-json';
 import * as io from '@bytecodealliance/preview2-shim/io';
 import * as cli from '@bytecodealliance/preview2-shim/cli';
 import { instantiate } from '../gen/ctxkernel.js';
@@ -37,13 +39,55 @@ export const COMMANDS = [
   'resident-snapshot',
 ];
 
-/** The one error every command raises: the kernel's code, message and detail. */
+/** Commands that only read: their transaction takes no write lock. */
+const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot']);
+
+/** What every host answers when the kernel traps (the trap's own text differs per engine). */
+const TRAPPED = 'the kernel trapped; the call was rolled back';
+
+/** Integers beyond 2^53 − 1 become BigInts, so none is silently rounded. */
+const parseNumber = (text) => {
+  const number = Number(text);
+  return isInteger(text) && !Number.isSafeInteger(number) ? BigInt(text) : number;
+};
+// Only a run of 16 or more digits can hold an unsafe integer; JSON.parse is exact for the rest.
+const LONG_DIGITS = /\d{16}/;
+
+/** JSON text to values without loss: integers beyond 2^53 − 1 come back as BigInts. */
+export const parseJson = (text) => (LONG_DIGITS.test(text) ? parseLossless(text, null, parseNumber) : JSON.parse(text));
+
+/** Values to JSON text without loss: BigInts are written as integers. */
+export function stringifyJson(value) {
+  try {
+    return JSON.stringify(value);
+  } catch (e) {
+    // JSON.stringify refuses a BigInt with a TypeError; only then pay for the slower writer.
+    if (e instanceof TypeError) return stringifyLossless(value);
+    throw e;
+  }
+}
+
+/**
+ * A request as the kernel gets it: text as given, an object as JSON. The
+ * encoder would replace a lone surrogate with U+FFFD; refuse it instead.
+ */
+function requestText(request) {
+  const text = typeof request === 'string' ? request : stringifyJson(request);
+  if (!text.isWellFormed()) throw new KernelError('invalid-request', 'the request is not valid Unicode: it holds a lone surrogate');
+  return text;
+}
+
+/**
+ * The one error every command raises: the kernel's code, message and detail.
+ * `detailJson` is the kernel's detail text, byte for byte; `detail` is it parsed.
+ */
 export class KernelError extends Error {
-  constructor(code, message, detail = {}, options) {
+  constructor(code, message, detailJson = '{}', options) {
     super(`${code}: ${message}`, options);
     this.name = 'KernelError';
     this.code = code;
-    this.detail = detail;
+    this.detailJson = detailJson || '{}';
+    this.detail = parseJson(this.detailJson);
   }
 }
 
@@ -136,16 +180,23 @@ export class Kernel {
     return this.#store;
   }
 
-  /** Runs one JSON command; returns the kernel's canonical JSON text. */
-  call(command, request) {
+  /**
+   * Runs one JSON command, or `put-content` with its `bytes`; returns the
+   * kernel's canonical JSON text verbatim. Text requests are sent as given.
+   */
+  call(command, request, bytes) {
+    if (command === 'put-content' && bytes !== undefined) {
+      const text = requestText(request);
+      return this.#transact(command, (kernel) => kernel.putContent(text, bytes));
+    }
     if (!COMMANDS.includes(command)) throw new KernelError('invalid-request', `no command \`${command}\``);
     const name = command.replace(/-(\w)/g, (_, c) => c.toUpperCase());
-    const text = typeof request === 'string' ? request : JSON.stringify(request);
-    return this.#transact((kernel) => kernel[name](text));
+    const text = requestText(request);
+    return this.#transact(command, (kernel) => kernel[name](text));
   }
 
   #json(command, request) {
-    return JSON.parse(this.call(command, request));
+    return parseJson(this.call(command, request));
   }
 
   info() {
@@ -199,12 +250,13 @@ export class Kernel {
 
   /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */
   putContent(request, bytes) {
-    return JSON.parse(this.#transact((kernel) => kernel.putContent(JSON.stringify(request), bytes)));
+    return parseJson(this.call('put-content', request, bytes));
   }
 
   /** The stored bytes, verified against their digest by the kernel. */
   getContent(request) {
-    return this.#transact((kernel) => kernel.getContent(JSON.stringify(request)));
+    const text = requestText(request);
+    return this.#transact('get-content', (kernel) => kernel.getContent(text));
   }
 
   /**
@@ -245,12 +297,12 @@ export class Kernel {
     return this.#exports;
   }
 
-  #transact(run) {
+  #transact(command, run) {
     const kernel = this.#instance();
     try {
-      this.#store.begin();
+      this.#store.begin(!READ_ONLY.has(command));
     } catch (e) {
-      throw new KernelError('storage-failure', `cannot begin a transaction: ${e.message}`, {}, { cause: e });
+      throw new KernelError('storage-failure', `cannot begin a transaction: ${e.message}`, '{}', { cause: e });
     }
     let result;
     try {
@@ -258,21 +310,17 @@ export class Kernel {
     } catch (e) {
       this.#rollback();
       const payload = e?.payload;
-      if (payload && typeof payload.code === 'string') {
-        throw new KernelError(payload.code, payload.message, JSON.parse(payload.detail || '{}'));
-      }
+      if (payload && typeof payload.code === 'string') throw new KernelError(payload.code, payload.message, payload.detail);
       // A trap or a host exception: this instance may be broken; the next call gets a fresh one.
       this.#exports = null;
-      if (e instanceof WebAssembly.RuntimeError) {
-        throw new KernelError('internal', `the kernel trapped; nothing was written: ${e.message}`, {}, { cause: e });
-      }
+      if (e instanceof WebAssembly.RuntimeError) throw new KernelError('internal', TRAPPED, '{}', { cause: e });
       throw e;
     }
     try {
       this.#store.commit();
     } catch (e) {
       this.#rollback();
-      throw new KernelError('storage-failure', `commit failed: ${e.message}`, {}, { cause: e });
+      throw new KernelError('storage-failure', `commit failed: ${e.message}`, '{}', { cause: e });
     }
     return result;
   }

@@ -89,6 +89,12 @@ function compareBytes(a, b) {
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
 
+/** How long a call waits for another connection's write lock before `storage-failure`. */
+export const BUSY_TIMEOUT_MS = 5000;
+
+/** The one message every host's SQLite store gives for a lock it could not get. */
+const busy = (timeoutMs) => `the store is busy: another connection held its write lock for more than ${timeoutMs} ms`;
+
 /** `PRAGMA application_id` of a ctxkernel store ("ctk1") and its table layout version. */
 export const APPLICATION_ID = 0x63746b31;
 export const LAYOUT_VERSION = 1;
@@ -99,19 +105,25 @@ export const LAYOUT_VERSION = 1;
  *
  * Pass a better-sqlite3 `Database` (or anything with its synchronous API,
  * such as an Electron or VS Code build of it), or a path.
+ *
+ * A command that writes takes the write lock when it begins, waiting up to
+ * `busyTimeoutMs` for another connection to release it; one that only reads
+ * takes none and reads a snapshot (WAL), so it never waits on a writer.
  */
 export class SqliteStore {
   #db;
   #statements;
+  #busyTimeoutMs;
 
-  static async open(path) {
+  static async open(path, options) {
     const { default: Database } = await import('better-sqlite3');
-    return new SqliteStore(new Database(path));
+    return new SqliteStore(new Database(path), options);
   }
 
-  constructor(db) {
+  constructor(db, { busyTimeoutMs = BUSY_TIMEOUT_MS } = {}) {
     this.#db = db;
-    db.pragma('busy_timeout = 30000');
+    this.#busyTimeoutMs = busyTimeoutMs;
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     const app = db.pragma('application_id', { simple: true });
     const layout = db.pragma('user_version', { simple: true });
     const tables = db.prepare('SELECT count(*) AS n FROM sqlite_schema').get().n;
@@ -175,8 +187,9 @@ export class SqliteStore {
     this.#guard(() => this.#statements.delete.run(key));
   }
 
-  begin() {
-    this.#guard(() => this.#db.exec('BEGIN IMMEDIATE'));
+  /** `write` is false for a command that only reads. */
+  begin(write = true) {
+    this.#guard(() => this.#db.exec(write ? 'BEGIN IMMEDIATE' : 'BEGIN DEFERRED'));
   }
 
   commit() {
@@ -195,7 +208,8 @@ export class SqliteStore {
     try {
       return f();
     } catch (e) {
-      throw e instanceof StoreError ? e : new StoreError(e.message, { cause: e });
+      if (e instanceof StoreError) throw e;
+      throw new StoreError(e.code?.startsWith('SQLITE_BUSY') ? busy(this.#busyTimeoutMs) : e.message, { cause: e });
     }
   }
 }

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Kernel, KernelError, MemoryStore, ProviderOutcomeUnknown, COMMANDS } from '../src/index.js';
+import { spawnSync } from 'node:child_process';
+import { Kernel, KernelError, MemoryStore, ProviderOutcomeUnknown, COMMANDS, parseJson, stringifyJson } from '../src/index.js';
 import { NOW, appendRequest, planRequest, compactRequest } from './helpers.js';
 
 const dump = (store) => JSON.stringify(store.entries(), (_, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? Buffer.from(v).toString('hex') : v));
@@ -96,4 +97,43 @@ test('provider callbacks drive compaction: success, failure, unknown', async () 
 
   const waiting = await seeded().compact(compactRequest('provider'));
   assert.equal(waiting.status, 'awaiting-provider', 'without a provider the operation waits');
+});
+
+test('requests and answers keep every integer: text verbatim, BigInts written as integers, unsafe integers parsed as BigInts', () => {
+  assert.equal(stringifyJson({ seq: 18446744073709551615n, n: 1, s: 'x' }), '{"seq":18446744073709551615,"n":1,"s":"x"}');
+  assert.deepEqual(parseJson('{"a":9007199254740993,"b":9007199254740991,"c":1.5,"d":"12345678901234567890"}'),
+    { a: 9007199254740993n, b: 9007199254740991, c: 1.5, d: '12345678901234567890' });
+  const error = new KernelError('stale', 'behind', '{"expectedHead":{"seq":9007199254740993}}');
+  assert.equal(error.detail.expectedHead.seq, 9007199254740993n);
+  assert.equal(error.detailJson, '{"expectedHead":{"seq":9007199254740993}}');
+  const kernel = new Kernel(new MemoryStore());
+  kernel.appendEvents(appendRequest(0, 3));
+  assert.equal(kernel.readEvents({ schemaVersion: 1, sessionId: 's1', afterSeq: 2n }).events[0].seq, 3, 'a BigInt in a request reaches the kernel');
+  // The kernel's error detail comes through byte for byte.
+  assert.throws(() => kernel.appendEvents(appendRequest(1, 1)),
+    (e) => e instanceof KernelError && e.detailJson.startsWith('{"currentHead":{"digest":"sha256:') && e.detail.currentHead.seq === 3);
+});
+
+test('a lone surrogate is an invalid request, not replaced by U+FFFD', () => {
+  const kernel = new Kernel(new MemoryStore());
+  assert.throws(() => kernel.call('info', '{"schemaVersion":1,"x":"\ud800"}'),
+    (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request is not valid Unicode: it holds a lone surrogate');
+});
+
+test('put-content and get-content take request text as given', () => {
+  const kernel = new Kernel(new MemoryStore());
+  const bytes = new TextEncoder().encode('output');
+  const put = kernel.call('put-content', `{"allowedSinks":["*"],"now":"${NOW}","schemaVersion":1,"sensitivity":"internal"}`, bytes);
+  assert.match(put, /^\{"contentRef":\{/);
+  const objectId = parseJson(put).contentRef.objectId;
+  assert.deepEqual(kernel.getContent(`{"objectId":"${objectId}","schemaVersion":1,"sink":"x"}`), bytes);
+});
+
+test('a trap is one fixed internal error, rolled back, and the instance is replaced', () => {
+  // 8 MiB of linear memory at most: forty half-MiB items do not fit.
+  const child = spawnSync(process.execPath, ['--wasm-max-mem-pages=128', new URL('./trap-child.js', import.meta.url).pathname], { encoding: 'utf8' });
+  assert.equal(child.status, 0, child.stderr);
+  assert.deepEqual(JSON.parse(child.stdout), {
+    code: 'internal', message: 'internal: the kernel trapped; the call was rolled back', detailJson: '{}', unchanged: true, next: 3,
+  });
 });

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { Kernel, SqliteStore, StoreError } from '../src/index.js';
+import { Kernel, KernelError, SqliteStore, StoreError } from '../src/index.js';
 import { appendRequest, planRequest } from './helpers.js';
 
 const child = new URL('./append-child.js', import.meta.url).pathname;
@@ -46,6 +46,33 @@ test('foreign files are refused', () => {
     const garbage = join(dir, 'garbage.sqlite');
     writeFileSync(garbage, Buffer.alloc(8192, 0x42));
     assert.throws(() => new SqliteStore(new Database(garbage)));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('readers never wait on a writer, and a busy writer gets a typed error', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ctxk-node-'));
+  const path = join(dir, 'store.sqlite');
+  try {
+    const kernel = new Kernel(await SqliteStore.open(path, { busyTimeoutMs: 300 }));
+    kernel.appendEvents(appendRequest(0, 2));
+    // Another connection holds the write lock, as a long compaction would.
+    const writer = new Database(path);
+    writer.exec('BEGIN IMMEDIATE');
+    writer.exec('UPDATE ctxk_entries SET revision = revision + 1');
+    let started = performance.now();
+    assert.equal(kernel.planContext(planRequest).binding.sessionHead.seq, 2);
+    assert.equal(kernel.readEvents({ schemaVersion: 1, sessionId: 's1' }).events.length, 2);
+    assert.equal(kernel.info().store.revision, 1, 'readers see the last commit, not the open transaction');
+    assert.ok(performance.now() - started < 300, 'no read waited for the lock');
+    started = performance.now();
+    assert.throws(() => kernel.appendEvents(appendRequest(2, 1)), (e) => e instanceof KernelError && e.code === 'storage-failure'
+      && e.message === 'storage-failure: cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms');
+    assert.ok(performance.now() - started >= 290);
+    writer.exec('ROLLBACK');
+    writer.close();
+    assert.equal(kernel.appendEvents(appendRequest(2, 1)).head.seq, 3);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -135,3 +135,40 @@ def test_generated_types_describe_the_real_responses(seeded):
     assert describes(context_plan_schema.ContextPlan, seeded().plan_context(PLAN))
     assert describes(compact_context_response_schema.CompactResponse, seeded().compact_context(compact_request("local")))
     assert not describes(context_plan_schema.ContextPlan, {"unexpected": 1})
+
+
+def test_large_values_cross_the_boundary_in_bulk():
+    # Through wasmtime-py's component API a store value over ~2.7 MB exhausted
+    # its host-call fuel and trapped; the kernel's own limit is 16 MiB.
+    store = MemoryStore()
+    kernel = Kernel(store)
+    request = append_request(0, 1)
+    request["items"][0]["content"] = "x" * (3 << 20)
+    kernel.append_events(request)
+    assert max(len(e.value) for e in store.entries()) > 3 << 20
+    assert len(kernel.read_events({"schemaVersion": 1, "sessionId": "s1"})["events"][0]["item"]["content"]) == 3 << 20
+    content = bytes(range(256)) * (32 << 12)  # 8 MiB
+    put = kernel.put_content({"schemaVersion": 1, "allowedSinks": ["model:*"], "sensitivity": "internal", "now": NOW}, content)
+    assert kernel.get_content({"schemaVersion": 1, "objectId": put["contentRef"]["objectId"], "sink": "model:x"}) == content
+
+
+def test_a_lone_surrogate_is_an_invalid_request():
+    kernel = Kernel(MemoryStore())
+    with pytest.raises(KernelError) as raised:
+        kernel.call("info", '{"schemaVersion":1,"x":"\ud800"}')
+    assert (raised.value.code, raised.value.message) == ("invalid-request", "the request is not valid Unicode: it holds a lone surrogate")
+
+
+def test_a_trap_is_one_fixed_internal_error_and_the_instance_is_replaced():
+    store = MemoryStore()
+    kernel = Kernel(store, max_memory_bytes=8 << 20)
+    kernel.append_events(append_request(0, 1))
+    before = dump(store)
+    big = append_request(1, 40)
+    for item in big["items"]:
+        item["content"] = "y" * (512 << 10)
+    with pytest.raises(KernelError) as raised:
+        kernel.append_events(big)
+    assert (raised.value.code, raised.value.message, raised.value.detail_json) == ("internal", "the kernel trapped; the call was rolled back", "{}")
+    assert dump(store) == before
+    assert kernel.append_events(append_request(1, 2))["head"]["seq"] == 3

@@ -3,11 +3,12 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 from conftest import PLAN, append_request
-from ctxkernel import Kernel, SqliteStore, StoreError
+from ctxkernel import Kernel, KernelError, SqliteStore, StoreError
 
 CHILD = textwrap.dedent(
     """
@@ -55,3 +56,26 @@ def test_foreign_files_are_refused(tmp_path):
     garbage.write_bytes(b"\x42" * 8192)
     with pytest.raises(StoreError):
         SqliteStore(str(garbage))
+
+
+def test_readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error(tmp_path):
+    path = str(tmp_path / "store.sqlite")
+    kernel = Kernel(SqliteStore(path, busy_timeout_ms=300))
+    kernel.append_events(append_request(0, 2))
+    # Another connection holds the write lock, as a long compaction would.
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("UPDATE ctxk_entries SET revision = revision + 1")
+    started = time.monotonic()
+    assert kernel.plan_context(PLAN)["binding"]["sessionHead"]["seq"] == 2
+    assert len(kernel.read_events({"schemaVersion": 1, "sessionId": "s1"})["events"]) == 2
+    assert kernel.info()["store"]["revision"] == 1, "readers see the last commit, not the open transaction"
+    assert time.monotonic() - started < 0.3, "no read waited for the lock"
+    started = time.monotonic()
+    with pytest.raises(KernelError) as raised:
+        kernel.append_events(append_request(2, 1))
+    assert time.monotonic() - started >= 0.29
+    assert raised.value.code == "storage-failure"
+    assert raised.value.message == "cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms"
+    writer.execute("ROLLBACK")
+    assert kernel.append_events(append_request(2, 1))["head"]["seq"] == 3

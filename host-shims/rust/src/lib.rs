@@ -11,6 +11,7 @@
 //! Every call runs inside one store transaction: committed when the kernel
 //! answers `ok`, rolled back when it answers an error or traps. A trap also
 //! discards the instance; the next call gets a fresh one over the same store.
+//! A command that only reads takes no write lock.
 
 mod store;
 
@@ -51,6 +52,13 @@ pub const COMMANDS: [&str; 16] = [
     "recall-memory",
     "resident-snapshot",
 ];
+
+/// Commands that only read: their transaction takes no write lock.
+pub const READ_ONLY: [&str; 8] =
+    ["info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot"];
+
+/// What every host answers when the kernel traps (the trap's own text differs per engine).
+pub const TRAPPED: &str = "the kernel trapped; the call was rolled back";
 
 /// The kernel's error codes, as named in the WIT.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,11 +135,13 @@ pub struct KernelError {
     pub message: String,
     /// A JSON object with machine-readable context.
     pub detail: Value,
+    /// The detail as the kernel wrote it, byte for byte.
+    pub detail_json: String,
 }
 
 impl KernelError {
     fn host(code: ErrorCode, message: impl Into<String>) -> Self {
-        KernelError { code, message: message.into(), detail: Value::Object(Default::default()) }
+        KernelError { code, message: message.into(), detail: Value::Object(Default::default()), detail_json: "{}".into() }
     }
 }
 
@@ -301,7 +311,7 @@ impl Kernel {
         if !COMMANDS.contains(&command) {
             return Err(KernelError::host(ErrorCode::InvalidRequest, format!("no command `{command}`")));
         }
-        self.transact(|exports, wasm| match command {
+        self.transact(command, |exports, wasm| match command {
             "info" => exports.call_info(wasm, request),
             "plan-context" => exports.call_plan_context(wasm, request),
             "append-events" => exports.call_append_events(wasm, request),
@@ -323,18 +333,19 @@ impl Kernel {
 
     /// `put-content`: stores `content`; returns the JSON with its ContentRef.
     pub fn put_content(&mut self, request: &str, content: &[u8]) -> Result<String, KernelError> {
-        self.transact(|exports, wasm| exports.call_put_content(wasm, request, content))
+        self.transact("put-content", |exports, wasm| exports.call_put_content(wasm, request, content))
     }
 
     /// `get-content`: the stored bytes, verified by the kernel.
     pub fn get_content(&mut self, request: &str) -> Result<Vec<u8>, KernelError> {
-        self.transact(|exports, wasm| exports.call_get_content(wasm, request))
+        self.transact("get-content", |exports, wasm| exports.call_get_content(wasm, request))
     }
 
     /// Runs one export inside one store transaction: committed on `ok`,
     /// rolled back on an error, a trap or a panic in the host store.
     fn transact<T>(
         &mut self,
+        command: &str,
         invoke: impl FnOnce(&bindings::exports::ctxkernel::kernel::kernel::Guest, &mut Store<State>) -> wasmtime::Result<Result<T, types::KernelError>>,
     ) -> Result<T, KernelError> {
         let fuel = self.runtime.limits.fuel_per_call;
@@ -344,7 +355,7 @@ impl Kernel {
         }
         wasm.data_mut()
             .store
-            .begin()
+            .begin(!READ_ONLY.contains(&command))
             .map_err(|e| KernelError::host(ErrorCode::StorageFailure, format!("cannot begin a transaction: {e}")))?;
         let exports = bindings.ctxkernel_kernel_kernel();
         let outcome = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| invoke(exports, wasm))) {
@@ -367,11 +378,11 @@ impl Kernel {
             Ok(Err(error)) => {
                 store.rollback().map_err(|e| KernelError::host(ErrorCode::StorageFailure, e))?;
                 let detail = serde_json::from_str(&error.detail).unwrap_or(Value::Object(Default::default()));
-                Err(KernelError { code: error.code.into(), message: error.message, detail })
+                Err(KernelError { code: error.code.into(), message: error.message, detail, detail_json: error.detail })
             }
-            Err(trap) => {
+            Err(_trap) => {
                 self.discard().map_err(|e| KernelError::host(ErrorCode::StorageFailure, e))?;
-                Err(KernelError::host(ErrorCode::Internal, format!("the kernel trapped; nothing was written: {trap:#}")))
+                Err(KernelError::host(ErrorCode::Internal, TRAPPED))
             }
         }
     }

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use ctxkernel_host::{Kernel, KernelError, SqliteStore};
 use serde_json::{json, Value};
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -207,6 +207,8 @@ fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
 enum Failure {
     Kernel(KernelError),
     Host(anyhow::Error),
+    /// Whoever read stdout stopped reading: not an error of ours.
+    ClosedPipe,
 }
 
 impl From<KernelError> for Failure {
@@ -233,8 +235,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     if let Command::Import { file } = &cli.command {
         let count = inspect::import(&cli.store, file)?;
-        println!("imported {count} entries into {}", cli.store.display());
-        return Ok(());
+        return out(format!("imported {count} entries into {}\n", cli.store.display()).as_bytes());
     }
     let mut store = if matches!(cli.command, Command::Plan { .. }) && !cli.store.exists() {
         // A plan of inline items needs no store file.
@@ -243,10 +244,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         SqliteStore::open(&cli.store).with_context(|| format!("cannot open store {}", cli.store.display()))?
     };
     match &cli.command {
-        Command::Inspect { what } => {
-            print!("{}", inspect::list(&mut store, *what, cli.json)?);
-            return Ok(());
-        }
+        Command::Inspect { what } => return out(inspect::list(&mut store, *what, cli.json)?.as_bytes()),
         Command::Export { file } => {
             let count = inspect::export(&mut store, file)?;
             eprintln!("exported {count} entries to {}", file.display());
@@ -264,12 +262,11 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 let fixture = serde_json::to_string(&outcome.fixture).context("the recorded fixture")?;
                 std::fs::write(path, fixture).with_context(|| format!("cannot write {}", path.display()))?;
             }
-            if cli.json {
-                println!("{}", json!({"report": outcome.report, "calls": outcome.fixture["steps"].as_array().map_or(0, Vec::len)}));
+            return if cli.json {
+                out(format!("{}\n", json!({"report": outcome.report, "calls": outcome.fixture["steps"].as_array().map_or(0, Vec::len)})).as_bytes())
             } else {
-                print!("{}", outcome.report);
-            }
-            return Ok(());
+                out(outcome.report.as_bytes())
+            };
         }
         Command::Remember { content, scope: text, key, category, allowed_sinks, authority } => {
             let target = scope(text)?;
@@ -294,8 +291,27 @@ fn run(cli: &Cli) -> Result<(), Failure> {
                 decide["scopeId"] = id.clone();
             }
             let receipt = kernel.call_json("decide-memory", &decide)?;
-            print!("{}", if cli.json { format!("{receipt}\n") } else { report::memory_receipt(&receipt) });
-            return Ok(());
+            return out(if cli.json { format!("{receipt}\n") } else { report::memory_receipt(&receipt) }.as_bytes());
+        }
+        Command::PutContent { file, mime_type, allowed_sinks, sensitivity, now } => {
+            let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+            let mut request = json!({"schemaVersion": 1, "allowedSinks": allowed_sinks, "sensitivity": sensitivity, "now": now});
+            if let Some(mime) = mime_type {
+                request["mimeType"] = json!(mime);
+            }
+            let response = kernel.put_content(&request.to_string(), &bytes)?;
+            if cli.json {
+                return out(format!("{response}\n").as_bytes());
+            }
+            let value: Value = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
+            return out(report::content(&value).as_bytes());
+        }
+        Command::GetContent { object_id, sink, out: file } => {
+            let bytes = kernel.get_content(&json!({"schemaVersion": 1, "objectId": object_id, "sink": sink}).to_string())?;
+            return match file {
+                Some(path) => std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display())).map_err(Failure::from),
+                None => out(&bytes),
+            };
         }
         _ => {}
     }
@@ -337,8 +353,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     };
     let response = kernel.call(command, &request)?;
     if cli.json || matches!(cli.command, Command::Call { .. }) {
-        println!("{response}");
-        return Ok(());
+        return out(format!("{response}\n").as_bytes());
     }
     let value: Value = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
     let text = match &cli.command {
@@ -355,18 +370,29 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         | Command::Inspect { .. } | Command::Export { .. } | Command::Import { .. } | Command::Demo { .. }
         | Command::Remember { .. } => unreachable!("handled above"),
     };
-    print!("{text}");
-    Ok(())
+    out(text.as_bytes())
+}
+
+/// Writes to stdout; a reader that went away (`ctxk … | head`) ends the command quietly.
+fn out(bytes: &[u8]) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Failure::ClosedPipe),
+        other => other.context("cannot write to stdout").map_err(Failure::from),
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::ClosedPipe) => ExitCode::SUCCESS,
         Err(Failure::Kernel(error)) => {
             if cli.json {
-                let body = json!({"error": {"code": error.code.as_str(), "message": error.message, "detail": error.detail}});
-                println!("{body}");
+                // The kernel's detail verbatim; stdout may be gone by now, and the status says it all.
+                let message = serde_json::to_string(&error.message).unwrap_or_default();
+                let body = format!("{{\"error\":{{\"code\":\"{}\",\"detail\":{},\"message\":{message}}}}}\n", error.code.as_str(), error.detail_json);
+                let _ = out(body.as_bytes());
             }
             eprintln!("ctxk: {}: {}", error.code.as_str(), error.message);
             if !cli.json && error.detail.as_object().is_some_and(|d| !d.is_empty()) {

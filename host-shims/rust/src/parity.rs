@@ -121,11 +121,12 @@ fn result_line(step: usize, result: Result<String, KernelError>) -> String {
     }
 }
 
+/// The kernel's detail goes in verbatim, never parsed and written again.
 fn error_line(step: usize, e: &KernelError) -> String {
     format!(
         "{{\"step\":{step},\"error\":{{\"code\":\"{}\",\"detail\":{},\"message\":{}}}}}",
         e.code.as_str(),
-        e.detail,
+        e.detail_json,
         json_string(&e.message)
     )
 }

@@ -152,6 +152,12 @@ pub fn appended(v: &Value) -> String {
     )
 }
 
+pub fn content(v: &Value) -> String {
+    let reference = &v["contentRef"];
+    let how = if v["created"].as_bool() == Some(true) { "stored" } else { "already stored" };
+    format!("{how} {} ({} bytes): {}\n", s(&reference["objectId"]), n(&reference["byteLength"]), preview(s(&reference["summary"]), 70))
+}
+
 pub fn events(v: &Value) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "session {} — head seq {}", s(&v["sessionId"]), n(&v["head"]["seq"]));

@@ -5,6 +5,7 @@ use crate::bindings::ctxkernel::kernel::store::{Entry, PutError};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 /// The storage port (the WIT `store` interface) plus one transaction per kernel call.
 pub trait HostStore: Send {
@@ -12,7 +13,8 @@ pub trait HostStore: Send {
     fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String>;
     fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError>;
     fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError>;
-    fn begin(&mut self) -> Result<(), String>;
+    /// Opens a call's transaction; `write` is false for a command that only reads.
+    fn begin(&mut self, write: bool) -> Result<(), String>;
     fn commit(&mut self) -> Result<(), String>;
     fn rollback(&mut self) -> Result<(), String>;
 }
@@ -85,7 +87,7 @@ impl HostStore for MemoryStore {
         Ok(())
     }
 
-    fn begin(&mut self) -> Result<(), String> {
+    fn begin(&mut self, _write: bool) -> Result<(), String> {
         if self.undo.is_some() {
             return Err("a transaction is already open".into());
         }
@@ -121,24 +123,37 @@ pub const LAYOUT_VERSION: i64 = 1;
 ///   revision INTEGER NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;
 /// ```
 /// Keys compare bytewise (SQLite's BINARY collation), which is the order
-/// `scan` promises. Each kernel call is one `BEGIN IMMEDIATE … COMMIT`.
+/// `scan` promises. Each kernel call is one transaction: a command that writes
+/// takes the write lock when it begins (`BEGIN IMMEDIATE`), waiting up to the
+/// busy timeout for another connection to release it; one that only reads
+/// takes none (`BEGIN DEFERRED`) and reads a snapshot (WAL), so it never waits
+/// on a writer.
 pub struct SqliteStore {
     conn: Connection,
+    busy_timeout: Duration,
 }
+
+/// How long a call waits for another connection's write lock before `storage-failure`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
 impl SqliteStore {
     /// Opens (creating if needed) a store file. Fails on a file that is not
     /// SQLite, or is another application's database, or a newer layout.
     pub fn open(path: impl AsRef<Path>) -> anyhow::Result<Self> {
-        Self::init(Connection::open(path)?)
+        Self::open_with(path, BUSY_TIMEOUT)
+    }
+
+    /// `open` with its own busy timeout.
+    pub fn open_with(path: impl AsRef<Path>, busy_timeout: Duration) -> anyhow::Result<Self> {
+        Self::init(Connection::open(path)?, busy_timeout)
     }
 
     pub fn in_memory() -> anyhow::Result<Self> {
-        Self::init(Connection::open_in_memory()?)
+        Self::init(Connection::open_in_memory()?, BUSY_TIMEOUT)
     }
 
-    fn init(conn: Connection) -> anyhow::Result<Self> {
-        conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    fn init(conn: Connection, busy_timeout: Duration) -> anyhow::Result<Self> {
+        conn.busy_timeout(busy_timeout)?;
         let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
         let layout: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         let tables: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
@@ -163,7 +178,18 @@ impl SqliteStore {
                  COMMIT;"
             ))?;
         }
-        Ok(SqliteStore { conn })
+        Ok(SqliteStore { conn, busy_timeout })
+    }
+
+    /// A SQLite error as the port reports it; a lock not had in time reads
+    /// the same in every host's store.
+    fn fail(&self, e: rusqlite::Error) -> String {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                format!("the store is busy: another connection held its write lock for more than {} ms", self.busy_timeout.as_millis())
+            }
+            _ => e.to_string(),
+        }
     }
 
     /// Loads exported entries, revisions included, into this store; it must be empty.
@@ -188,7 +214,7 @@ impl SqliteStore {
             .prepare_cached("SELECT revision FROM ctxk_entries WHERE key = ?1")
             .and_then(|mut s| s.query_row([key], |r| r.get::<_, i64>(0)).optional())
             .map(|r| r.map_or(0, |r| r as u64))
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.fail(e))
     }
 }
 
@@ -204,10 +230,6 @@ fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-fn failure(e: rusqlite::Error) -> PutError {
-    PutError::Failure(e.to_string())
-}
-
 impl HostStore for SqliteStore {
     fn get(&mut self, key: &str) -> Result<Option<Entry>, String> {
         self.conn
@@ -218,7 +240,7 @@ impl HostStore for SqliteStore {
                 })
                 .optional()
             })
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.fail(e))
     }
 
     fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String> {
@@ -232,15 +254,15 @@ impl HostStore for SqliteStore {
         } else {
             ("SELECT key, revision, value FROM ctxk_entries WHERE key > ?1 AND key < ?2 ORDER BY key LIMIT ?3", start_after)
         };
-        let mut statement = self.conn.prepare_cached(sql).map_err(|e| e.to_string())?;
-        let rows = statement
-            .query_map(params![from, end, limit], |r| {
-                Ok(Entry { key: r.get(0)?, revision: r.get::<_, i64>(1)? as u64, value: r.get(2)? })
-            })
-            .map_err(|e| e.to_string())?;
-        rows.filter(|r| r.as_ref().map_or(true, |e| e.key.starts_with(prefix)))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())
+        let rows = self.conn.prepare_cached(sql).and_then(|mut statement| {
+            statement
+                .query_map(params![from, end, limit], |r| {
+                    Ok(Entry { key: r.get(0)?, revision: r.get::<_, i64>(1)? as u64, value: r.get(2)? })
+                })?
+                .filter(|r| r.as_ref().map_or(true, |e| e.key.starts_with(prefix)))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        rows.map_err(|e| self.fail(e))
     }
 
     fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError> {
@@ -253,7 +275,7 @@ impl HostStore for SqliteStore {
                  ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value",
             )
             .and_then(|mut s| s.execute(params![key, next as i64, value]))
-            .map_err(failure)?;
+            .map_err(|e| PutError::Failure(self.fail(e)))?;
         Ok(next)
     }
 
@@ -262,20 +284,20 @@ impl HostStore for SqliteStore {
         self.conn
             .prepare_cached("DELETE FROM ctxk_entries WHERE key = ?1")
             .and_then(|mut s| s.execute([key]))
-            .map_err(failure)?;
+            .map_err(|e| PutError::Failure(self.fail(e)))?;
         Ok(())
     }
 
-    fn begin(&mut self) -> Result<(), String> {
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string())
+    fn begin(&mut self, write: bool) -> Result<(), String> {
+        self.conn.execute_batch(if write { "BEGIN IMMEDIATE" } else { "BEGIN DEFERRED" }).map_err(|e| self.fail(e))
     }
 
     fn commit(&mut self) -> Result<(), String> {
-        self.conn.execute_batch("COMMIT").map_err(|e| e.to_string())
+        self.conn.execute_batch("COMMIT").map_err(|e| self.fail(e))
     }
 
     fn rollback(&mut self) -> Result<(), String> {
-        self.conn.execute_batch("ROLLBACK").map_err(|e| e.to_string())
+        self.conn.execute_batch("ROLLBACK").map_err(|e| self.fail(e))
     }
 }
 
@@ -284,7 +306,7 @@ mod tests {
     use super::*;
 
     fn exercise(store: &mut dyn HostStore) {
-        store.begin().unwrap();
+        store.begin(true).unwrap();
         assert_eq!(store.put("b/2", b"x", Some(0)).unwrap(), 1);
         assert_eq!(store.put("b/1", b"y", None).unwrap(), 1);
         assert_eq!(store.put("b/1", b"z", Some(1)).unwrap(), 2);
@@ -298,7 +320,7 @@ mod tests {
         let after: Vec<String> = store.scan("b/", "b/1", 10).unwrap().into_iter().map(|e| e.key).collect();
         assert_eq!(after, ["b/2"]);
         assert_eq!(store.scan("", "", 10).unwrap().len(), 4);
-        store.begin().unwrap();
+        store.begin(true).unwrap();
         store.put("b/1", b"gone", None).unwrap();
         store.remove("b/2", Some(1)).unwrap();
         store.put("d", b"new", None).unwrap();

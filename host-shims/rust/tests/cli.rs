@@ -227,3 +227,56 @@ fn every_subcommand_works_on_the_demo_store() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn put_content_and_get_content_round_trip() {
+    let dir = temp("content");
+    let store = dir.join("store.sqlite");
+    let file = dir.join("log.txt");
+    let bytes: Vec<u8> = (0..(3u32 << 20)).map(|i| b"build log line\n"[(i % 15) as usize]).collect();
+    std::fs::write(&file, &bytes).unwrap();
+    let put = ctxk(&store, &["--json", "put-content", file.to_str().unwrap(), "--mime-type", "text/plain", "--allow", "cli"], None);
+    assert!(put.status.success(), "{}", stderr(&put));
+    let response: Value = serde_json::from_str(&stdout(&put)).unwrap();
+    assert_eq!(response["contentRef"]["byteLength"], 3u64 << 20);
+    let id = response["contentRef"]["objectId"].as_str().unwrap().to_string();
+    let again = ctxk(&store, &["put-content", file.to_str().unwrap(), "--allow", "cli"], None);
+    assert!(stdout(&again).starts_with(&format!("already stored {id} ({} bytes)", 3u32 << 20)), "{}", stdout(&again));
+
+    let back = ctxk(&store, &["get-content", &id], None);
+    assert!(back.status.success(), "{}", stderr(&back));
+    assert!(back.stdout == bytes, "the bytes come back on stdout");
+    let copy = dir.join("copy.txt");
+    assert!(ctxk(&store, &["get-content", &id, "--out", copy.to_str().unwrap()], None).status.success());
+    assert!(std::fs::read(&copy).unwrap() == bytes);
+    let denied = ctxk(&store, &["get-content", &id, "--sink", "model:x"], None);
+    assert_eq!(denied.status.code(), Some(1));
+    assert!(stderr(&denied).contains("scope-denied"), "{}", stderr(&denied));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `ctxk … | head`: the reader goes away mid-output; ctxk stops quietly.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::io::Read;
+    let dir = temp("pipe");
+    let store = dir.join("store.sqlite");
+    let file = dir.join("big.txt");
+    std::fs::write(&file, "line\n".repeat(2 << 20)).unwrap();
+    let put = ctxk(&store, &["--json", "put-content", file.to_str().unwrap()], None);
+    let id = serde_json::from_str::<Value>(&stdout(&put)).unwrap()["contentRef"]["objectId"].as_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxk"))
+        .args(["--store", store.to_str().unwrap(), "get-content", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 10];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    // Dropping the read end closes the pipe while ctxk still has megabytes to write.
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(&head, b"line\nline\n");
+    assert!(output.status.success(), "{:?}: {}", output.status, stderr(&output));
+    assert!(stderr(&output).is_empty(), "{}", stderr(&output));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -2,7 +2,7 @@
 //! input, one transaction per call (rolled back on error, trap or host panic),
 //! and two kernels sharing one SQLite file.
 
-use ctxkernel_host::{Entry, ErrorCode, HostStore, Kernel, Limits, MemoryStore, PutError, Runtime, SqliteStore, COMPONENT};
+use ctxkernel_host::{Entry, ErrorCode, HostStore, Kernel, Limits, MemoryStore, PutError, Runtime, SqliteStore, COMPONENT, READ_ONLY, TRAPPED};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 
@@ -18,6 +18,7 @@ struct Probe {
 struct ProbeState {
     store: MemoryStore,
     puts: usize,
+    removes: usize,
     fail_put_at: Option<usize>,
     panic_put_at: Option<usize>,
 }
@@ -54,10 +55,13 @@ impl HostStore for Probe {
         self.with(|s| s.store.put(key, value, expected))
     }
     fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError> {
-        self.with(|s| s.store.remove(key, expected))
+        self.with(|s| {
+            s.removes += 1;
+            s.store.remove(key, expected)
+        })
     }
-    fn begin(&mut self) -> Result<(), String> {
-        self.with(|s| s.store.begin())
+    fn begin(&mut self, write: bool) -> Result<(), String> {
+        self.with(|s| s.store.begin(write))
     }
     fn commit(&mut self) -> Result<(), String> {
         self.with(|s| s.store.commit())
@@ -198,8 +202,7 @@ fn a_trap_mid_call_rolls_back_and_the_kernel_recovers() {
     }
     let (result, probe, mut kernel) = run(low - 1);
     let err = result.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Internal);
-    assert!(err.message.contains("trapped"), "{}", err.message);
+    assert_eq!((err.code, err.message.as_str(), err.detail_json.as_str()), (ErrorCode::Internal, TRAPPED, "{}"));
     assert!(probe.with(|s| s.puts) > 40, "the trap came after the writes");
     assert!(probe.dump().is_empty(), "every write of the trapped call was rolled back");
     // The instance was replaced; with the same fuel a smaller call completes.
@@ -215,7 +218,7 @@ fn a_memory_ceiling_stops_a_runaway_request() {
     let big: Vec<Value> = (1..=40).map(|i| item(i, "user", &"y".repeat(512 << 10))).collect();
     let request = json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"seq": 0}, "items": big, "now": NOW});
     let err = kernel.append_events(&request).unwrap_err();
-    assert_eq!(err.code, ErrorCode::Internal, "{}", err.message);
+    assert_eq!((err.code, err.message.as_str(), err.detail_json.as_str()), (ErrorCode::Internal, TRAPPED, "{}"));
     assert!(probe.dump().is_empty());
     kernel.append_events(&append_request(0, 2)).unwrap();
 }
@@ -356,5 +359,62 @@ fn memory_written_by_one_kernel_is_recalled_by_another() {
     assert_eq!(deleted["status"], "complete");
     assert_eq!(deleted["matched"], 2);
     assert!(recall(&mut writer).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The host opens a read-only transaction for these commands; they must not write.
+#[test]
+fn read_only_commands_write_nothing() {
+    let probe = Probe::default();
+    let mut kernel = Kernel::new(probe.clone()).unwrap();
+    kernel.append_events(&append_request(0, 6)).unwrap();
+    kernel.propose_memory(&json!({"schemaVersion": 1, "now": NOW, "candidates": [{"scope": "project", "scopeId": "p", "category": "fact",
+        "content": "words of a session", "confidence": 0.7, "importance": 0.5, "provenance": {"origin": "model"},
+        "evidenceRefs": [{"kind": "session", "id": "s1", "seq": 1}]}]})).unwrap();
+    let put: Value = serde_json::from_str(&kernel.put_content(&json!({"schemaVersion": 1, "allowedSinks": ["*"], "sensitivity": "internal", "now": NOW}).to_string(), b"bytes").unwrap()).unwrap();
+    let scope = json!({"scope": "project", "scopeId": "p"});
+    let requests = [
+        ("info", json!({"schemaVersion": 1})),
+        ("read-events", json!({"schemaVersion": 1, "sessionId": "s1"})),
+        ("plan-context", plan_request()),
+        ("read-kernel-events", json!({"schemaVersion": 1})),
+        ("read-memory", json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "p", "states": ["candidate"]})),
+        ("recall-memory", json!({"schemaVersion": 1, "now": NOW, "query": "session words", "scopes": [scope], "sink": "model:test"})),
+        ("resident-snapshot", json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "p", "sink": "model:test", "maxTokens": 100})),
+    ];
+    assert_eq!(requests.len() + 1, READ_ONLY.len());
+    // A fresh instance, so nothing is cached from the writes above.
+    let mut reader = Kernel::new(probe.clone()).unwrap();
+    let before = probe.with(|s| (s.puts, s.removes));
+    for (command, request) in &requests {
+        reader.call(command, &request.to_string()).unwrap_or_else(|e| panic!("{command}: {e}"));
+    }
+    reader.get_content(&json!({"schemaVersion": 1, "objectId": put["contentRef"]["objectId"], "sink": "x"}).to_string()).unwrap();
+    assert_eq!(probe.with(|s| (s.puts, s.removes)), before);
+}
+
+#[test]
+fn readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error() {
+    let dir = std::env::temp_dir().join(format!("ctxk-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("store.sqlite");
+    let _ = std::fs::remove_file(&path);
+    let mut kernel = Kernel::new(SqliteStore::open_with(&path, std::time::Duration::from_millis(300)).unwrap()).unwrap();
+    kernel.append_events(&append_request(0, 2)).unwrap();
+    // Another connection holds the write lock, as a long compaction would.
+    let writer = rusqlite::Connection::open(&path).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE; UPDATE ctxk_entries SET revision = revision + 1;").unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(kernel.plan_context(&plan_request()).unwrap()["binding"]["sessionHead"]["seq"], 2);
+    assert_eq!(kernel.read_events(&json!({"schemaVersion": 1, "sessionId": "s1"})).unwrap()["events"].as_array().unwrap().len(), 2);
+    assert_eq!(kernel.info().unwrap()["store"]["revision"], 1, "readers see the last commit, not the open transaction");
+    assert!(started.elapsed().as_millis() < 300, "no read waited for the lock");
+    let started = std::time::Instant::now();
+    let busy = kernel.append_events(&append_request(2, 1)).unwrap_err();
+    assert!(started.elapsed().as_millis() >= 290);
+    assert_eq!(busy.code, ErrorCode::StorageFailure);
+    assert_eq!(busy.message, "cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms");
+    writer.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(kernel.append_events(&append_request(2, 1)).unwrap()["head"]["seq"], 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,7 +1,9 @@
-"""The kernel: the one component, run by wasmtime, over a store this process supplies.
+"""The kernel: the one component's core module, run by wasmtime, over a
+store this process supplies.
 
 Every command runs inside one store transaction: committed when the kernel
-answers, rolled back when it answers an error, traps, or the store raises.
+answers, rolled back when it answers an error, traps, or the store raises. A
+command that only reads takes no write lock.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import json
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Awaitable, Callable, Optional, Union
 
-from wasmtime import Engine, Store as WasmStore, WasiConfig, WasmtimeError
-from wasmtime.component import Component, Linker, Record, Variant
+from wasmtime import Engine, Module, Trap, WasmtimeError
 
-from ._stores import Entry, MemoryStore, Store, StoreConflict, StoreError
+from ._abi import Instance, core_module
+from ._stores import MemoryStore, Store, StoreError
 
 #: The kernel's JSON commands, as named in the WIT.
 COMMANDS = (
@@ -36,18 +38,23 @@ COMMANDS = (
     "recall-memory",
     "resident-snapshot",
 )
-_EXPORTS = COMMANDS + ("put-content", "get-content")
-_INTERFACE = "ctxkernel:kernel/kernel@0.1.0"
+#: Commands that only read: their transaction takes no write lock.
+READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot"})
+#: What every host answers when the kernel traps (the trap's own text differs per engine).
+TRAPPED = "the kernel trapped; the call was rolled back"
 
 
 class KernelError(Exception):
-    """The one error every command raises: the kernel's code, message and detail."""
+    """The one error every command raises: the kernel's code, message and detail.
 
-    def __init__(self, code: str, message: str, detail: Optional[dict] = None) -> None:
+    `detail_json` is the kernel's detail text, byte for byte; `detail` is it parsed."""
+
+    def __init__(self, code: str, message: str, detail_json: str = "{}") -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
-        self.detail = detail or {}
+        self.detail_json = detail_json or "{}"
+        self.detail: dict = json.loads(self.detail_json)
 
 
 class ProviderOutcomeUnknown(Exception):
@@ -59,104 +66,59 @@ class ProviderCancelled(Exception):
 
 
 @lru_cache(maxsize=None)
-def _runtime(path: Optional[str]) -> tuple[Engine, Component]:
+def _runtime(path: Optional[str]) -> tuple[Engine, Module]:
     engine = Engine()
-    wasm = open(path, "rb").read() if path else files("ctxkernel").joinpath("ctxkernel.wasm").read_bytes()
-    return engine, Component(engine, wasm)
+    component = open(path, "rb").read() if path else files("ctxkernel").joinpath("ctxkernel.wasm").read_bytes()
+    return engine, Module(engine, core_module(component))
 
 
-def _entry(entry: Entry) -> Record:
-    record = Record()
-    record.key = entry.key
-    record.revision = entry.revision
-    record.value = entry.value
-    return record
+def _text(request: Union[str, dict]) -> bytes:
+    """A request as UTF-8: text as given, an object as JSON."""
+    text = request if isinstance(request, str) else json.dumps(request)
+    try:
+        return text.encode()
+    except UnicodeEncodeError as e:
+        raise KernelError("invalid-request", "the request is not valid Unicode: it holds a lone surrogate") from e
 
 
 class Kernel:
-    """One kernel instance over one store."""
+    """One kernel instance over one store.
 
-    def __init__(self, store: Optional[Store] = None, *, component: Optional[str] = None) -> None:
+    `max_memory_bytes` bounds the instance's linear memory: a call that needs
+    more traps, and is rolled back like any trap."""
+
+    def __init__(self, store: Optional[Store] = None, *, component: Optional[str] = None, max_memory_bytes: Optional[int] = None) -> None:
         self.store: Store = store if store is not None else MemoryStore()
-        self._engine, self._component = _runtime(component)
-        self._instance: Optional[tuple[WasmStore, dict]] = None
+        self._engine, self._module = _runtime(component)
+        self._max_memory = max_memory_bytes
+        self._instance: Optional[Instance] = None
 
-    # The storage port, as the component imports it. `get` and `scan` cannot
-    # return an error value through wasmtime-py's untagged result mapping, so
-    # a failing store raises and the call is rolled back.
-    def _get(self, _: Any, key: str) -> Optional[Record]:
-        entry = self.store.get(key)
-        return _entry(entry) if entry else None
-
-    def _scan(self, _: Any, prefix: str, start_after: str, limit: int) -> list:
-        return [_entry(e) for e in self.store.scan(prefix, start_after, limit)]
-
-    def _put(self, _: Any, key: str, value: bytes, expected: Optional[int]) -> Variant:
-        try:
-            return Variant("ok", self.store.put(key, value, expected))
-        except StoreConflict as e:
-            return Variant("err", e.current)
-        except StoreError as e:
-            return Variant("err", str(e))
-
-    def _remove(self, _: Any, key: str, expected: Optional[int]) -> Union[None, int, str]:
-        try:
-            self.store.remove(key, expected)
-            return None
-        except StoreConflict as e:
-            return e.current
-        except StoreError as e:
-            return str(e)
-
-    def _instantiate(self) -> tuple[WasmStore, dict]:
+    def _transact(self, command: str, *args: bytes) -> bytes:
         if self._instance is None:
-            linker = Linker(self._engine)
-            linker.add_wasip2()
-            with linker.root() as root:
-                with root.add_instance("ctxkernel:kernel/store@0.1.0") as port:
-                    port.add_func("get", self._get)
-                    port.add_func("scan", self._scan)
-                    port.add_func("put", self._put)
-                    port.add_func("remove", self._remove)
-            wasm = WasmStore(self._engine)
-            # No environment, arguments or files: the kernel gets nothing but its store.
-            wasi = WasiConfig()
-            wasi.inherit_stderr()
-            wasm.set_wasi(wasi)
-            instance = linker.instantiate(wasm, self._component)
-            interface = instance.get_export_index(wasm, _INTERFACE)
-            funcs = {name: instance.get_func(wasm, instance.get_export_index(wasm, name, interface)) for name in _EXPORTS}
-            self._instance = (wasm, funcs)
-        return self._instance
-
-    def _transact(self, export: str, *args: Any) -> Any:
-        wasm, funcs = self._instantiate()
+            self._instance = Instance(self._engine, self._module, self.store, self._max_memory)
         try:
-            self.store.begin()
+            self.store.begin(command not in READ_ONLY)
         except StoreError as e:
             raise KernelError("storage-failure", f"cannot begin a transaction: {e}") from e
-        func = funcs[export]
         try:
-            result = func(wasm, *args)
-            func.post_return(wasm)
+            ok, err = self._instance.call(command, *args)
         except BaseException as e:
             # A trap or a host exception: roll back, and give the next call a fresh instance.
             self._rollback()
             self._instance = None
-            if isinstance(e, StoreError):
-                raise KernelError("storage-failure", str(e)) from e
-            if isinstance(e, WasmtimeError):
-                raise KernelError("internal", f"the kernel trapped; nothing was written: {e}") from e
+            if isinstance(e, (Trap, WasmtimeError)):
+                raise KernelError("internal", TRAPPED) from e
             raise
-        if isinstance(result, Record):
+        if err is not None:
             self._rollback()
-            raise KernelError(result.code, result.message, json.loads(result.detail or "{}"))
+            raise KernelError(*err)
         try:
             self.store.commit()
         except StoreError as e:
             self._rollback()
             raise KernelError("storage-failure", f"commit failed: {e}") from e
-        return result
+        assert ok is not None
+        return ok
 
     def _rollback(self) -> None:
         try:
@@ -164,12 +126,14 @@ class Kernel:
         except StoreError:
             pass  # the transaction is gone either way
 
-    def call(self, command: str, request: Union[str, dict]) -> str:
-        """Runs one JSON command; returns the kernel's canonical JSON text."""
+    def call(self, command: str, request: Union[str, dict], content: Optional[bytes] = None) -> str:
+        """Runs one JSON command, or `put-content` with its `content`; returns
+        the kernel's canonical JSON text verbatim. Text requests are sent as given."""
+        if command == "put-content" and content is not None:
+            return self._transact(command, _text(request), bytes(content)).decode()
         if command not in COMMANDS:
             raise KernelError("invalid-request", f"no command `{command}`")
-        text = request if isinstance(request, str) else json.dumps(request)
-        return self._transact(command, text)
+        return self._transact(command, _text(request)).decode()
 
     def _json(self, command: str, request: Union[str, dict]) -> dict:
         return json.loads(self.call(command, request))
@@ -222,13 +186,13 @@ class Kernel:
     def resident_snapshot(self, request: dict) -> dict:
         return self._json("resident-snapshot", request)
 
-    def put_content(self, request: dict, content: bytes) -> dict:
+    def put_content(self, request: Union[str, dict], content: bytes) -> dict:
         """Stores `content` by its sha256; returns `{contentRef, created}`."""
-        return json.loads(self._transact("put-content", json.dumps(request), bytes(content)))
+        return json.loads(self.call("put-content", request, content))
 
-    def get_content(self, request: dict) -> bytes:
+    def get_content(self, request: Union[str, dict]) -> bytes:
         """The stored bytes, verified against their digest by the kernel."""
-        return self._transact("get-content", json.dumps(request))
+        return self._transact("get-content", _text(request))
 
     def compact(self, request: dict, provider: Optional[Callable[[dict], dict]] = None, clock: Optional[Callable[[], str]] = None) -> dict:
         """Compacts, calling `provider(providerRequest)` whenever the kernel asks

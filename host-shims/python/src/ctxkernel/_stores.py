@@ -32,13 +32,14 @@ class StoreError(Exception):
 
 class Store(Protocol):
     """The storage port. `expected`: None writes unconditionally, 0 requires
-    the key to be absent, r requires its revision to be r."""
+    the key to be absent, r requires its revision to be r. `begin(write)`
+    opens a call's transaction; `write` is False for a command that only reads."""
 
     def get(self, key: str) -> Optional[Entry]: ...
     def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]: ...
     def put(self, key: str, value: bytes, expected: Optional[int]) -> int: ...
     def remove(self, key: str, expected: Optional[int]) -> None: ...
-    def begin(self) -> None: ...
+    def begin(self, write: bool) -> None: ...
     def commit(self) -> None: ...
     def rollback(self) -> None: ...
 
@@ -75,7 +76,7 @@ class MemoryStore:
         self._touch(key)
         self._entries.pop(key, None)
 
-    def begin(self) -> None:
+    def begin(self, write: bool = True) -> None:
         if self._undo is not None:
             raise StoreError("a transaction is already open")
         self._undo = {}
@@ -104,13 +105,22 @@ APPLICATION_ID = 0x63746B31  # "ctk1"
 LAYOUT_VERSION = 1
 
 
+#: How long a call waits for another connection's write lock before `storage-failure`.
+BUSY_TIMEOUT_MS = 5000
+
+
 class SqliteStore:
     """The embedded default: one SQLite file with the same layout in every
-    host, so a store written here opens in Node, the JVM and `ctxk`."""
+    host, so a store written here opens in Node, the JVM and `ctxk`.
 
-    def __init__(self, path: str) -> None:
+    A command that writes takes the write lock when it begins, waiting up to
+    `busy_timeout_ms` for another connection to release it; one that only
+    reads takes none and reads a snapshot (WAL), so it never waits on a writer."""
+
+    def __init__(self, path: str, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+        self._busy_timeout_ms = busy_timeout_ms
         try:
-            db = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            db = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False)
             app = db.execute("PRAGMA application_id").fetchone()[0]
             layout = db.execute("PRAGMA user_version").fetchone()[0]
             tables = db.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0]
@@ -142,6 +152,8 @@ class SqliteStore:
         try:
             return self._db.execute(sql, params)
         except sqlite3.Error as e:
+            if getattr(e, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                raise StoreError(_busy(self._busy_timeout_ms)) from e
             raise StoreError(str(e)) from e
 
     def _revision(self, key: str) -> int:
@@ -176,8 +188,8 @@ class SqliteStore:
         _check(self._revision(key), expected)
         self._run("DELETE FROM ctxk_entries WHERE key = ?", (key,))
 
-    def begin(self) -> None:
-        self._run("BEGIN IMMEDIATE")
+    def begin(self, write: bool = True) -> None:
+        self._run("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
 
     def commit(self) -> None:
         self._run("COMMIT")
@@ -188,6 +200,11 @@ class SqliteStore:
 
     def close(self) -> None:
         self._db.close()
+
+
+def _busy(timeout_ms: int) -> str:
+    """The one message every host's SQLite store gives for a lock it could not get."""
+    return f"the store is busy: another connection held its write lock for more than {timeout_ms} ms"
 
 
 def _prefix_end(prefix: str) -> str:

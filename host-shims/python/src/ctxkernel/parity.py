@@ -86,16 +86,16 @@ def _run(fixture: dict, path: str) -> str:
         if name not in instances:
             instances[name] = Kernel(SqliteStore(path))
         kernel = instances[name]
+        # The kernel's JSON goes into the transcript verbatim, never parsed and written again.
         try:
-            if step["command"] == "put-content":
-                line = f'{{"step":{i},"ok":{_json(kernel.put_content(json.loads(request), _content(step["content"])))}}}'
-            elif step["command"] == "get-content":
-                data = kernel.get_content(json.loads(request))
+            if step["command"] == "get-content":
+                data = kernel.get_content(request)
                 line = f'{{"step":{i},"bytes":{{"length":{len(data)},"sha256":"{hashlib.sha256(data).hexdigest()}"}}}}'
             else:
-                line = f'{{"step":{i},"ok":{kernel.call(step["command"], request)}}}'
+                content = _content(step["content"]) if step["command"] == "put-content" else None
+                line = f'{{"step":{i},"ok":{kernel.call(step["command"], request, content)}}}'
         except KernelError as e:
-            line = f'{{"step":{i},"error":{{"code":"{e.code}","detail":{_json(e.detail)},"message":{_json(e.message)}}}}}'
+            line = f'{{"step":{i},"error":{{"code":"{e.code}","detail":{e.detail_json},"message":{_json(e.message)}}}}}'
         responses.append(json.loads(line).get("ok"))
         lines.append(line)
     for kernel in instances.values():

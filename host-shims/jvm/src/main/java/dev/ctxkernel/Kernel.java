@@ -8,15 +8,23 @@ import com.dylibso.chicory.wasm.ChicoryException;
 import com.dylibso.chicory.wasm.Parser;
 import com.dylibso.chicory.wasm.WasmModule;
 import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.dylibso.chicory.wasm.types.MemoryLimits;
+import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
 import java.time.Instant;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -32,19 +40,35 @@ public final class Kernel {
             "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
             "reconcile", "read-kernel-events", "propose-memory", "consolidate-memory", "decide-memory", "delete-memory", "purge-memory",
             "read-memory", "recall-memory", "resident-snapshot");
+    /** Commands that only read: their transaction takes no write lock. */
+    private static final Set<String> READ_ONLY = Set.of(
+            "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot");
+    /** What every host answers when the kernel traps (the trap's own text differs per engine). */
+    static final String TRAPPED = "the kernel trapped; the call was rolled back";
     private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
-    static final ObjectMapper JSON = new ObjectMapper().disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+    /** Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}). */
+    static final ObjectMapper JSON = JsonMapper.builder()
+            .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+            .disable(JsonWriteFeature.WRITE_HEX_UPPER_CASE)
+            .build();
 
     private record Runtime(byte[] core, WasmModule module, Function<Instance, Machine> machines) {}
 
     private static Runtime runtime;
 
     private final Store store;
+    private final Long maxMemoryBytes;
     private Instance instance;
     private CanonicalAbi abi;
 
     public Kernel(Store store) {
+        this(store, null);
+    }
+
+    /** A kernel whose linear memory may not grow past {@code maxMemoryBytes}: a call that needs more traps. */
+    public Kernel(Store store, Long maxMemoryBytes) {
         this.store = store;
+        this.maxMemoryBytes = maxMemoryBytes;
     }
 
     public Kernel() {
@@ -80,12 +104,16 @@ public final class Kernel {
     private Instance instance() {
         if (instance == null) {
             Runtime rt = runtime();
-            instance = Instance.builder(rt.module())
+            Instance.Builder builder = Instance.builder(rt.module())
                     .withImportValues(Imports.of(store, inst -> abi))
                     .withMachineFactory(rt.machines())
                     // Plain byte[] with VarHandle access: faster than the default ByteBuffer.
-                    .withMemoryFactory(ByteArrayMemory::new)
-                    .build();
+                    .withMemoryFactory(ByteArrayMemory::new);
+            if (maxMemoryBytes != null) {
+                int initial = rt.module().memorySection().orElseThrow().getMemory(0).limits().initialPages();
+                builder.withMemoryLimits(new MemoryLimits(initial, (int) (maxMemoryBytes / com.dylibso.chicory.runtime.Memory.PAGE_SIZE)));
+            }
+            instance = builder.build();
             abi = new CanonicalAbi(instance);
         }
         return instance;
@@ -94,9 +122,9 @@ public final class Kernel {
     private byte[] transact(String command, byte[]... args) {
         Instance inst = instance();
         try {
-            store.begin();
+            store.begin(!READ_ONLY.contains(command));
         } catch (Store.StoreException e) {
-            throw new KernelException(ErrorCode.STORAGE_FAILURE, "cannot begin a transaction: " + e.getMessage(), JSON.createObjectNode(), e);
+            throw new KernelException(ErrorCode.STORAGE_FAILURE, "cannot begin a transaction: " + e.getMessage(), "{}", e);
         }
         CanonicalAbi.Result result;
         try {
@@ -109,14 +137,15 @@ public final class Kernel {
             int ret = (int) inst.export(INTERFACE + command).apply(params)[0];
             result = abi.readResult(ret);
             inst.export("cabi_post_" + INTERFACE + command).apply(ret);
-        } catch (RuntimeException e) {
-            // A trap or a host exception: roll back, and give the next call a fresh instance.
+        } catch (RuntimeException | StackOverflowError e) {
+            // A trap (the kernel's stack overflowing included) or a host exception:
+            // roll back, and give the next call a fresh instance.
             rollback();
             instance = null;
-            if (e instanceof ChicoryException) {
-                throw new KernelException(ErrorCode.INTERNAL, "the kernel trapped; nothing was written: " + e.getMessage(), JSON.createObjectNode(), e);
+            if (e instanceof RuntimeException host && !(e instanceof ChicoryException)) {
+                throw host;
             }
-            throw e;
+            throw new KernelException(ErrorCode.INTERNAL, TRAPPED, "{}", e);
         }
         if (result.err() != null) {
             rollback();
@@ -126,7 +155,7 @@ public final class Kernel {
             store.commit();
         } catch (Store.StoreException e) {
             rollback();
-            throw new KernelException(ErrorCode.STORAGE_FAILURE, "commit failed: " + e.getMessage(), JSON.createObjectNode(), e);
+            throw new KernelException(ErrorCode.STORAGE_FAILURE, "commit failed: " + e.getMessage(), "{}", e);
         }
         return result.ok();
     }
@@ -139,21 +168,47 @@ public final class Kernel {
         }
     }
 
-    /** Runs one JSON command; returns the kernel's canonical JSON text. */
+    /** Runs one JSON command; returns the kernel's canonical JSON text verbatim. The request is sent as given. */
     public String call(String command, String request) {
         if (!COMMANDS.contains(command)) {
-            throw new KernelException(ErrorCode.INVALID_REQUEST, "no command `" + command + "`", JSON.createObjectNode(), null);
+            throw new KernelException(ErrorCode.INVALID_REQUEST, "no command `" + command + "`", "{}", null);
         }
-        return new String(transact(command, request.getBytes(StandardCharsets.UTF_8)), StandardCharsets.UTF_8);
+        return new String(transact(command, utf8(request)), StandardCharsets.UTF_8);
+    }
+
+    /** {@code put-content} with request text sent as given; returns the kernel's JSON text verbatim. */
+    public String call(String command, String request, byte[] content) {
+        if (!command.equals("put-content")) {
+            throw new KernelException(ErrorCode.INVALID_REQUEST, "only put-content carries bytes", "{}", null);
+        }
+        return new String(transact(command, utf8(request), content), StandardCharsets.UTF_8);
     }
 
     /** Runs one command with a request object (a map, record or JSON tree) and parses the answer. */
     public <T> T call(String command, Object request, Class<T> type) {
         try {
-            String text = request instanceof String s ? s : JSON.writeValueAsString(request);
-            return JSON.readValue(call(command, text), type);
+            return JSON.readValue(call(command, text(request)), type);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
+        }
+    }
+
+    /** A request as text: a string as given, anything else as JSON. */
+    private static String text(Object request) {
+        try {
+            return request instanceof String s ? s : JSON.writeValueAsString(request);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** UTF-8 would turn a lone surrogate into {@code ?}; refuse it instead. */
+    private static byte[] utf8(String text) {
+        try {
+            ByteBuffer bytes = StandardCharsets.UTF_8.newEncoder().encode(CharBuffer.wrap(text));
+            return Arrays.copyOf(bytes.array(), bytes.limit());
+        } catch (CharacterCodingException e) {
+            throw new KernelException(ErrorCode.INVALID_REQUEST, "the request is not valid Unicode: it holds a lone surrogate", "{}", e);
         }
     }
 
@@ -229,8 +284,7 @@ public final class Kernel {
     /** Stores {@code content} by its sha256. */
     public Envelopes.PutContentResponse putContent(Object request, byte[] content) {
         try {
-            byte[] json = JSON.writeValueAsBytes(request);
-            return JSON.readValue(transact("put-content", json, content), Envelopes.PutContentResponse.class);
+            return JSON.readValue(call("put-content", text(request), content), Envelopes.PutContentResponse.class);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -238,11 +292,7 @@ public final class Kernel {
 
     /** The stored bytes, verified against their digest by the kernel. */
     public byte[] getContent(Object request) {
-        try {
-            return transact("get-content", JSON.writeValueAsBytes(request));
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
+        return transact("get-content", utf8(text(request)));
     }
 
     /** Compacts, asking {@code provider} whenever the kernel waits for a summary. */

@@ -1,29 +1,32 @@
 package dev.ctxkernel;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 
-/** The one error every command throws: the kernel's code, message and detail. */
+/**
+ * The one error every command throws: the kernel's code, message and detail.
+ * {@link #detailJson()} is the kernel's detail text, byte for byte; {@link #detail()} is it parsed.
+ */
 public final class KernelException extends RuntimeException {
-    private static final ObjectMapper JSON = new ObjectMapper();
     private final ErrorCode code;
+    private final String detailJson;
     private final JsonNode detail;
 
     public KernelException(String code, String message, String detailJson) {
-        this(ErrorCode.fromWireName(code), message, parse(detailJson), null);
+        this(ErrorCode.fromWireName(code), message, detailJson, null);
     }
 
-    KernelException(ErrorCode code, String message, JsonNode detail, Throwable cause) {
+    KernelException(ErrorCode code, String message, String detailJson, Throwable cause) {
         super(code.wireName() + ": " + message, cause);
         this.code = code;
-        this.detail = detail;
+        this.detailJson = detailJson == null || detailJson.isEmpty() ? "{}" : detailJson;
+        this.detail = parse(this.detailJson);
     }
 
     private static JsonNode parse(String json) {
         try {
-            return JSON.readTree(json == null || json.isEmpty() ? "{}" : json);
+            return Kernel.JSON.readTree(json);
         } catch (Exception e) {
-            return JSON.createObjectNode();
+            return Kernel.JSON.createObjectNode();
         }
     }
 
@@ -34,5 +37,10 @@ public final class KernelException extends RuntimeException {
     /** A JSON object with machine-readable context (e.g. {@code currentHead} on {@code stale}). */
     public JsonNode detail() {
         return detail;
+    }
+
+    /** The detail as the kernel wrote it. */
+    public String detailJson() {
+        return detailJson;
     }
 }

@@ -51,7 +51,7 @@ public final class MemoryStore implements Store {
     }
 
     @Override
-    public void begin() throws StoreException {
+    public void begin(boolean write) throws StoreException {
         if (undo != null) {
             throw new StoreException("a transaction is already open");
         }

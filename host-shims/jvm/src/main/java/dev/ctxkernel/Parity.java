@@ -158,20 +158,20 @@ public final class Parity {
                 instances.put(name, kernel);
             }
             String command = step.get("command").asText();
+            // The kernel's JSON goes into the transcript verbatim, never parsed and written again.
             String line;
             try {
                 line = switch (command) {
-                    case "put-content" -> "{\"step\":" + i + ",\"ok\":"
-                            + json(kernel.putContent(Kernel.JSON.readTree(request), content(step.get("content")))) + "}";
+                    case "put-content" -> "{\"step\":" + i + ",\"ok\":" + kernel.call(command, request, content(step.get("content"))) + "}";
                     case "get-content" -> {
-                        byte[] bytes = kernel.getContent(Kernel.JSON.readTree(request));
+                        byte[] bytes = kernel.getContent(request);
                         yield "{\"step\":" + i + ",\"bytes\":{\"length\":" + bytes.length + ",\"sha256\":\"" + ComponentBinary.sha256(bytes) + "\"}}";
                     }
                     default -> "{\"step\":" + i + ",\"ok\":" + kernel.call(command, request) + "}";
                 };
             } catch (KernelException e) {
                 String message = e.getMessage().substring(e.code().wireName().length() + 2);
-                line = "{\"step\":" + i + ",\"error\":{\"code\":\"" + e.code().wireName() + "\",\"detail\":" + json(e.detail())
+                line = "{\"step\":" + i + ",\"error\":{\"code\":\"" + e.code().wireName() + "\",\"detail\":" + e.detailJson()
                         + ",\"message\":" + json(message) + "}}";
             }
             responses.add(Kernel.JSON.readTree(line).get("ok"));

@@ -6,27 +6,41 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import org.sqlite.SQLiteErrorCode;
 
 /**
  * The embedded default: one SQLite file with the same layout in every host,
  * so a store written here opens in Node, Python and {@code ctxk}.
+ *
+ * <p>A command that writes takes the write lock when it begins, waiting up to
+ * the busy timeout for another connection to release it; one that only reads
+ * takes none and reads a snapshot (WAL), so it never waits on a writer.
  */
 public final class SqliteStore implements Store, AutoCloseable {
     /** {@code PRAGMA application_id} of a ctxkernel store ("ctk1") and its table layout version. */
     public static final int APPLICATION_ID = 0x63746b31;
     public static final int LAYOUT_VERSION = 1;
+    /** How long a call waits for another connection's write lock before {@code storage-failure}. */
+    public static final Duration BUSY_TIMEOUT = Duration.ofMillis(5000);
 
     private final Connection db;
+    private final long busyTimeoutMs;
     /** Transactions are explicit statements, so JDBC's auto-commit flag does not track them. */
     private boolean inTransaction;
 
     public SqliteStore(String path) throws StoreException {
+        this(path, BUSY_TIMEOUT);
+    }
+
+    public SqliteStore(String path, Duration busyTimeout) throws StoreException {
+        busyTimeoutMs = busyTimeout.toMillis();
         try {
             db = DriverManager.getConnection("jdbc:sqlite:" + path);
             try (Statement s = db.createStatement()) {
-                s.execute("PRAGMA busy_timeout = 30000");
+                s.execute("PRAGMA busy_timeout = " + busyTimeoutMs);
                 int app = intPragma(s, "PRAGMA application_id");
                 int layout = intPragma(s, "PRAGMA user_version");
                 int tables = intPragma(s, "SELECT count(*) FROM sqlite_schema");
@@ -63,11 +77,13 @@ public final class SqliteStore implements Store, AutoCloseable {
         T run() throws SQLException;
     }
 
-    private static <T> T guard(Sql<T> sql) throws StoreException {
+    private <T> T guard(Sql<T> sql) throws StoreException {
         try {
             return sql.run();
         } catch (SQLException e) {
-            throw new StoreException(e.getMessage(), e);
+            // The one message every host's SQLite store gives for a lock it could not get.
+            boolean busy = (e.getErrorCode() & 0xff) == SQLiteErrorCode.SQLITE_BUSY.code;
+            throw new StoreException(busy ? "the store is busy: another connection held its write lock for more than " + busyTimeoutMs + " ms" : e.getMessage(), e);
         }
     }
 
@@ -149,8 +165,8 @@ public final class SqliteStore implements Store, AutoCloseable {
     }
 
     @Override
-    public void begin() throws StoreException {
-        execute("BEGIN IMMEDIATE");
+    public void begin(boolean write) throws StoreException {
+        execute(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED");
         inTransaction = true;
     }
 

@@ -9,7 +9,8 @@ import java.util.List;
  * {@code expected} (null: unconditional, 0: absent) and throw
  * {@link StoreConflict} on a mismatch; failures throw {@link StoreException}.
  * Each kernel call runs between {@code begin} and {@code commit} or
- * {@code rollback}.
+ * {@code rollback}; {@code begin}'s {@code write} is false for a command that
+ * only reads.
  */
 public interface Store {
     record Entry(String key, long revision, byte[] value) {}
@@ -22,7 +23,7 @@ public interface Store {
 
     void remove(String key, Long expected) throws StoreException, StoreConflict;
 
-    void begin() throws StoreException;
+    void begin(boolean write) throws StoreException;
 
     void commit() throws StoreException;
 

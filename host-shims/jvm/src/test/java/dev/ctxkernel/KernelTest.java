@@ -7,7 +7,6 @@ import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import com.dylibso.chicory.wasm.ChicoryException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.nio.charset.StandardCharsets;
@@ -115,8 +114,8 @@ class KernelTest {
             inner.remove(key, expected);
         }
 
-        public void begin() throws StoreException {
-            inner.begin();
+        public void begin(boolean write) throws StoreException {
+            inner.begin(write);
         }
 
         public void commit() {
@@ -143,17 +142,48 @@ class KernelTest {
     }
 
     @Test
-    void aTrapMidCallRollsBackAsInternal() {
-        Faulty store = new Faulty();
-        Kernel kernel = new Kernel(store);
+    void aTrapIsOneFixedInternalErrorAndTheInstanceIsReplaced() {
+        MemoryStore store = new MemoryStore();
+        Kernel kernel = new Kernel(store, 8L << 20);
         kernel.appendEvents(Fixtures.append(0, 1));
-        String before = store.inner.dump();
-        store.failAt = store.puts + 2;
-        store.failure = new ChicoryException("trapped: out of bounds memory access");
-        KernelException e = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(1, 4)));
+        String before = store.dump();
+        // Forty half-MiB items need more than the 8 MiB of memory this kernel may use.
+        var big = new java.util.LinkedHashMap<String, Object>(Fixtures.append(1, 40));
+        big.put("items", ((List<?>) big.get("items")).stream().map(item -> {
+            var copy = new java.util.LinkedHashMap<Object, Object>((Map<?, ?>) item);
+            copy.put("content", "y".repeat(512 << 10));
+            return copy;
+        }).toList());
+        KernelException e = assertThrows(KernelException.class, () -> kernel.appendEvents(big));
         assertEquals(ErrorCode.INTERNAL, e.code());
-        assertEquals(before, store.inner.dump());
-        assertEquals(5, kernel.appendEvents(Fixtures.append(1, 4)).head().seq());
+        assertEquals("internal: the kernel trapped; the call was rolled back", e.getMessage());
+        assertEquals("{}", e.detailJson());
+        assertEquals(before, store.dump());
+        assertEquals(3, kernel.appendEvents(Fixtures.append(1, 2)).head().seq(), "a fresh instance continues");
+    }
+
+    @Test
+    void aLoneSurrogateIsAnInvalidRequestNotAQuestionMark() {
+        KernelException e = assertThrows(KernelException.class, () -> new Kernel().call("info", "{\"schemaVersion\":1,\"x\":\"\ud800\"}"));
+        assertEquals(ErrorCode.INVALID_REQUEST, e.code());
+        assertEquals("invalid-request: the request is not valid Unicode: it holds a lone surrogate", e.getMessage());
+    }
+
+    @Test
+    void theKernelsJsonComesThroughVerbatim() throws Exception {
+        Kernel kernel = new Kernel(new MemoryStore());
+        kernel.appendEvents(Fixtures.append(0, 3));
+        KernelException stale = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(1, 1)));
+        assertTrue(stale.detailJson().startsWith("{\"currentHead\":{\"digest\":\"sha256:"), stale.detailJson());
+        assertEquals(3, stale.detail().get("currentHead").get("seq").asLong());
+        // Written as the kernel writes its escapes.
+        assertEquals("\"\\u000b\"", Kernel.JSON.writeValueAsString("\u000b"));
+        String put = kernel.call("put-content", "{\"allowedSinks\":[\"*\"],\"now\":\"" + NOW + "\",\"schemaVersion\":1,\"sensitivity\":\"internal\"}",
+                "output".getBytes(StandardCharsets.UTF_8));
+        assertTrue(put.startsWith("{\"contentRef\":{"), put);
+        String object = Kernel.JSON.readTree(put).get("contentRef").get("objectId").asText();
+        assertArrayEquals("output".getBytes(StandardCharsets.UTF_8),
+                kernel.getContent("{\"objectId\":\"" + object + "\",\"schemaVersion\":1,\"sink\":\"x\"}"));
     }
 
     @Test

@@ -8,6 +8,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.DriverManager;
+import java.time.Duration;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -67,5 +68,31 @@ class SqliteStoreTest {
         Path garbage = dir.resolve("garbage.sqlite");
         Files.write(garbage, "x".repeat(8192).getBytes());
         assertThrows(Store.StoreException.class, () -> new SqliteStore(garbage.toString()));
+    }
+
+    @Test
+    void readersNeverWaitOnAWriterAndABusyWriterGetsATypedError(@TempDir Path dir) throws Exception {
+        Path path = dir.resolve("store.sqlite");
+        try (SqliteStore store = new SqliteStore(path.toString(), Duration.ofMillis(300));
+                var writer = DriverManager.getConnection("jdbc:sqlite:" + path)) {
+            Kernel kernel = new Kernel(store);
+            kernel.appendEvents(Fixtures.append(0, 2));
+            // Another connection holds the write lock, as a long compaction would.
+            writer.createStatement().execute("BEGIN IMMEDIATE");
+            writer.createStatement().execute("UPDATE ctxk_entries SET revision = revision + 1");
+            long started = System.nanoTime();
+            assertEquals(2, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq());
+            assertEquals(2, kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1")).events().size());
+            assertEquals(1, kernel.info().store().revision(), "readers see the last commit, not the open transaction");
+            assertTrue(System.nanoTime() - started < 300_000_000L, "no read waited for the lock");
+            started = System.nanoTime();
+            KernelException busy = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(2, 1)));
+            assertTrue(System.nanoTime() - started >= 290_000_000L);
+            assertEquals(ErrorCode.STORAGE_FAILURE, busy.code());
+            assertEquals("storage-failure: cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms",
+                    busy.getMessage());
+            writer.createStatement().execute("ROLLBACK");
+            assertEquals(3, kernel.appendEvents(Fixtures.append(2, 1)).head().seq());
+        }
     }
 }
