@@ -507,7 +507,9 @@ fn must_preserve(projection: &[Candidate], now: &Timestamp) -> BTreeSet<usize> {
                 .last()
                 .is_some_and(|r| !matches!(r.outcome, ToolOutcome::Pending | ToolOutcome::Unknown))
         });
-        if !settled {
+        // A unit is kept whole: unsettled, or with any member that must stay
+        // (a pinned call, a result carrying an interaction, …).
+        if !settled || keep.contains(&call) || results.iter().any(|r| keep.contains(r)) {
             keep.insert(call);
             keep.extend(results);
         }
@@ -515,21 +517,20 @@ fn must_preserve(projection: &[Candidate], now: &Timestamp) -> BTreeSet<usize> {
     keep
 }
 
-/// Each calling item's position with the positions of its results.
+/// Each calling item's position with the positions of its results: a
+/// result answers the latest call of its id before it, as the planner pairs.
 fn tool_units(projection: &[Candidate]) -> Vec<(usize, Vec<usize>)> {
     let mut owner: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, c) in projection.iter().enumerate() {
-        for call in &c.item.tool_calls {
-            owner.insert(&call.call_id, i);
-        }
-    }
     let mut units: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (i, c) in projection.iter().enumerate() {
-        if !c.item.tool_calls.is_empty() {
-            units.entry(i).or_default();
-        }
         if let Some(&o) = c.item.tool_result.as_ref().and_then(|r| owner.get(r.call_id.as_str())) {
             units.entry(o).or_default().push(i);
+        }
+        if !c.item.tool_calls.is_empty() {
+            units.entry(i).or_default();
+            for call in &c.item.tool_calls {
+                owner.insert(&call.call_id, i);
+            }
         }
     }
     units.into_iter().collect()
@@ -825,19 +826,39 @@ fn verify(prepared: &Prepared, after: &[Candidate], now: &Timestamp, sink: &str)
     Ok(())
 }
 
-/// Compaction never separates a result from its call: every result whose
-/// call was visible before still has it after. (Results that never had a
-/// call are the planner's to drop, with a reason.)
+/// Compaction never separates a call from its results, in either direction:
+/// a result that had its call before has the same call after, and a call
+/// that stays keeps every result it had (so its outcome is never lost and a
+/// finished call is never reported pending). Results that never had a call
+/// are the planner's to drop, with a reason.
 pub fn check_pairing(before: &[Candidate], after: &[Candidate]) -> std::result::Result<(), String> {
-    let calls = |cs: &[Candidate]| -> BTreeSet<String> {
-        cs.iter().flat_map(|c| c.item.tool_calls.iter().map(|t| t.call_id.clone())).collect()
+    let pairs = |cs: &[Candidate]| -> BTreeMap<String, (String, Vec<String>)> {
+        tool_units(cs)
+            .into_iter()
+            .map(|(call, results)| {
+                let id = cs[call].item.id().to_string();
+                (id.clone(), (id, results.iter().map(|&r| cs[r].item.id().to_string()).collect()))
+            })
+            .collect()
     };
-    let (had, has) = (calls(before), calls(after));
+    let (had, has) = (pairs(before), pairs(after));
+    let owner_before: BTreeMap<&str, &str> =
+        had.values().flat_map(|(call, results)| results.iter().map(move |r| (r.as_str(), call.as_str()))).collect();
+    let owner_after: BTreeMap<&str, &str> =
+        has.values().flat_map(|(call, results)| results.iter().map(move |r| (r.as_str(), call.as_str()))).collect();
     for c in after {
-        if let Some(result) = &c.item.tool_result {
-            if had.contains(&result.call_id) && !has.contains(&result.call_id) {
-                return Err(format!("result `{}` lost its call `{}`", c.item.id(), result.call_id));
+        let id = c.item.id();
+        if let Some(call) = owner_before.get(id) {
+            if owner_after.get(id) != Some(call) {
+                let call_id = c.item.tool_result.as_ref().map_or("", |r| r.call_id.as_str());
+                return Err(format!("result `{id}` lost its call `{call_id}` (item `{call}`)"));
             }
+        }
+    }
+    for (call, (_, results)) in &has {
+        let Some((_, results_before)) = had.get(call) else { continue };
+        if let Some(lost) = results_before.iter().find(|r| !results.contains(r)) {
+            return Err(format!("call `{call}` lost its result `{lost}`"));
         }
     }
     Ok(())

@@ -862,9 +862,12 @@ impl ContextItem {
         if !self.tool_calls.is_empty() && !(self.kind == ItemKind::Message && self.role == Some(Role::Assistant)) {
             return fail("only assistant messages carry toolCalls");
         }
-        for call in &self.tool_calls {
+        for (k, call) in self.tool_calls.iter().enumerate() {
             check_id("toolCalls[].callId", &call.call_id)?;
             check_id("toolCalls[].name", &call.name)?;
+            if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
+                return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");
+            }
         }
         if let Some(result) = &self.tool_result {
             if self.kind != ItemKind::ToolEvidence {

@@ -791,7 +791,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         .iter()
         .map(|c| Entry::of(c.facts, c.admitted(&admitted, &request.sink), &request.now, overhead))
         .collect();
-    let mut units = group_units(&candidates, &mut entries)?;
+    let mut units = group_units(&candidates, &mut entries);
     drop_offending_units(&units, &mut entries);
     let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
 
@@ -833,43 +833,36 @@ impl Recovery {
 /// Groups candidates into units, each tool call with its results; a result
 /// whose call is not among the candidates is dropped as an orphan.
 #[inline(never)]
-fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Result<Vec<Unit>> {
+fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Vec<Unit> {
     // Only looked up, never iterated: hashing order cannot leak into the plan.
     let mut call_owner: rustc_hash::FxHashMap<&str, (usize, usize)> = Default::default();
-    let mut unit_of: Vec<Option<usize>> = vec![None; candidates.len()];
     let mut units: Vec<Unit> = Vec::new();
-    let mut results = Vec::new();
     for (i, c) in candidates.iter().enumerate() {
         // Only calls and results are read from their items: most items are neither.
         let result = if c.facts.answers_call { c.item.tool_result.as_ref() } else { None };
         if let Some(result) = result {
-            results.push((i, result));
+            // A result answers the latest call of its id before it (providers
+            // reuse ids across turns); one with no such call is an orphan.
+            match call_owner.get(result.call_id.as_str()) {
+                Some(&(u, k)) => {
+                    units[u].results.push(i);
+                    units[u].outcomes[k] = Some(result.outcome);
+                    units[u].priority = units[u].priority.max(entries[i].facts.priority);
+                }
+                None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
+            }
             continue;
         }
         let mut outcomes = Vec::new();
         if c.facts.calls_tools {
             for (k, call) in c.item.tool_calls.iter().enumerate() {
-                if call_owner.insert(&call.call_id, (i, k)).is_some() {
-                    return Err(KernelError::invalid(format!("callId `{}` is used by two tool calls", call.call_id)));
-                }
+                call_owner.insert(&call.call_id, (units.len(), k));
             }
             outcomes = vec![None; c.item.tool_calls.len()];
         }
-        unit_of[i] = Some(units.len());
         units.push(Unit { anchor: i, results: Vec::new(), outcomes, must_keep: None, priority: entries[i].facts.priority });
     }
-    // In transcript order, so a call's latest result is the last one recorded.
-    for (i, result) in results {
-        match call_owner.get(result.call_id.as_str()).and_then(|&(owner, k)| Some((unit_of[owner]?, k))) {
-            Some((u, k)) => {
-                units[u].results.push(i);
-                units[u].outcomes[k] = Some(result.outcome);
-                units[u].priority = units[u].priority.max(entries[i].facts.priority);
-            }
-            None => entries[i].decision = Some(Decision::Drop(DropReason::OrphanToolResult)),
-        }
-    }
-    Ok(units)
+    units
 }
 
 /// Expiry and sinks drop a whole unit: the offending item for its reason,

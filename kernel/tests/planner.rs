@@ -337,9 +337,31 @@ fn duplicate_ids_are_invalid() {
     conv.items[1]["itemId"] = conv.items[0]["itemId"].clone();
     assert_eq!(plan(&conv.items, 1_000).unwrap_err().code, ErrorCode::InvalidRequest);
     let mut conv = Conv::new();
-    conv.call("x", &["same"]);
-    conv.call("y", &["same"]);
-    assert_eq!(plan(&conv.items, 1_000).unwrap_err().code, ErrorCode::InvalidRequest);
+    conv.call("x", &["same", "same"]);
+    let err = plan(&conv.items, 1_000).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("callId"), "{}", err.message);
+}
+
+#[test]
+fn a_call_id_reused_across_turns_pairs_with_the_latest_call_before_it() {
+    // Providers number calls per turn (`call_0` again and again): each
+    // result answers the latest call of its id before it, and the session
+    // stays plannable.
+    let mut conv = Conv::new();
+    conv.user("first");
+    let first_call = conv.call("x", &["call_0"]);
+    let first_result = conv.result("call_0", "one", "success");
+    conv.user("second");
+    let second_call = conv.call("y", &["call_0"]);
+    let waiting = plan(&conv.items, 10_000).unwrap();
+    assert_eq!(waiting.pending_tool_calls.len(), 1, "only the second call waits for its result");
+    assert_eq!(waiting.pending_tool_calls[0].item_id, second_call);
+    let kept: Vec<&str> = waiting.context.iter().map(|p| p.item_id.as_str()).collect();
+    assert!(kept.contains(&first_call.as_str()) && kept.contains(&first_result.as_str()));
+    conv.result("call_0", "two", "success");
+    let settled = plan(&conv.items, 10_000).unwrap();
+    assert!(settled.pending_tool_calls.is_empty(), "both calls are answered");
 }
 
 #[test]

@@ -214,15 +214,7 @@ pub fn check_result(call: &Call, result: Result<Outcome, KernelError>) -> Outcom
             let value: Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("`{name}` answered text that is not JSON ({e}): {text}"));
             let again = serde_json::to_string(&value).unwrap();
-            if again != text {
-                // The one known way a response can fail this: a float that
-                // serde_json (without `float_roundtrip`) reads back as a
-                // neighbouring float, so it is re-encoded differently.
-                let drift = float_drift(&text, &again);
-                let (wrote, read) = drift.unwrap_or_else(|| panic!("`{name}` answered JSON that is not canonical\n  answered: {text}\nre-encoded: {again}"));
-                let finding = format!("`{name}` answered a float that does not read back through serde_json: wrote {wrote}, reads as {read}");
-                assert!(known::tolerated(&finding), "{finding}");
-            }
+            assert_eq!(again, text, "`{name}` answered JSON that is not canonical");
             Outcome::Text(text)
         }
         Ok(other) => other,
@@ -239,40 +231,6 @@ pub fn check_result(call: &Call, result: Result<Outcome, KernelError>) -> Outcom
             Outcome::Failed { code: error.code, message: error.message, detail: error.detail }
         }
     }
-}
-
-/// When `text` and its re-encoding differ only in numbers that serde_json
-/// parses to a neighbour of the float they spell (std parses exactly), the
-/// first such number as written and as read back.
-fn float_drift(text: &str, again: &str) -> Option<(String, String)> {
-    let number = |c: u8| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E');
-    let token = |s: &str, at: usize| -> (usize, usize) {
-        let b = s.as_bytes();
-        let start = (0..at).rev().take_while(|&i| number(b[i])).last().unwrap_or(at);
-        let end = (at..b.len()).find(|&i| !number(b[i])).unwrap_or(b.len());
-        (start, end)
-    };
-    let (a, b) = (text.as_bytes(), again.as_bytes());
-    let (mut i, mut j) = (0, 0);
-    let mut first = None;
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            i += 1;
-            j += 1;
-            continue;
-        }
-        let (i0, i1) = token(text, i.min(a.len().saturating_sub(1)));
-        let (j0, j1) = token(again, j.min(b.len().saturating_sub(1)));
-        let (wrote, read) = (&text[i0..i1], &again[j0..j1]);
-        let exact: f64 = wrote.parse().ok()?;
-        let lossy: f64 = serde_json::from_str(wrote).ok()?;
-        if exact == lossy || serde_json::to_string(&lossy).ok()? != read {
-            return None;
-        }
-        first.get_or_insert_with(|| (wrote.to_string(), read.to_string()));
-        (i, j) = (i1, j1);
-    }
-    first
 }
 
 /// Reads back, on a kernel that has never seen the store, whatever the last
@@ -386,16 +344,6 @@ fn unsegment(segment: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::float_drift;
-
-    #[test]
-    fn float_drift_is_only_a_float_serde_json_misreads() {
-        let drift = float_drift(r#"{"c":0.9437500000000001,"n":1}"#, r#"{"c":0.94375,"n":1}"#);
-        assert_eq!(drift, Some(("0.9437500000000001".into(), "0.94375".into())));
-        assert_eq!(float_drift(r#"{"c":0.5}"#, r#"{"c":0.25}"#), None);
-        assert_eq!(float_drift(r#"{"b":1,"a":2}"#, r#"{"a":2,"b":1}"#), None);
-    }
-
     #[test]
     fn a_key_segment_decodes_back_to_its_id() {
         let id = "ü/3 x";

@@ -22,56 +22,7 @@ pub struct Finding {
 }
 
 /// Every finding not fixed yet.
-pub const FINDINGS: &[Finding] = &[
-    // `Timestamp::parse` moves an instant to UTC with `to_offset`, which
-    // panics when the UTC date leaves the years 0000..=9999: e.g.
-    // `9999-12-31T23:59:59-00:01`, any `now`, `createdAt`, … of any request.
-    Finding {
-        name: "timestamp-out-of-range",
-        message: "local datetime out of valid range",
-        location: "canonical.rs",
-        needs_overflow_checks: false,
-    },
-    // `vector_of` computes a ttl memory's end as `ttl as i64 * 1000`, which
-    // overflows for `ttlSeconds` over i64::MAX / 1000 (and `as i64` makes a
-    // negative ttl from one over i64::MAX).
-    // Floats the kernel computes (a reinforced memory's confidence, …) are
-    // written with 17 digits that serde_json, built without
-    // `float_roundtrip`, reads back as a neighbouring float: the stored
-    // record is not what the kernel read back, and the response is not
-    // canonical JSON by the kernel's own test (`parse_canonical`).
-    Finding {
-        name: "float-read-back",
-        message: "does not read back through serde_json",
-        location: "host.rs",
-        needs_overflow_checks: false,
-    },
-    // The secret scan of a memory's content (`assignments`, for `name=value`
-    // and `name: value`) starts the name one byte after the last character
-    // that cannot be in a name: inside that character when it is not ASCII,
-    // so `é=1` or `名字:x` in a proposed memory panics.
-    Finding {
-        name: "secret-scan-char-boundary",
-        message: "is not a char boundary",
-        location: "memory.rs",
-        needs_overflow_checks: false,
-    },
-    // A pinned tool result whose call falls in the compacted span stays
-    // verbatim while its call is summarized away; the compaction then fails
-    // its own verification and answers `internal`, every time.
-    Finding {
-        name: "pinned-result-loses-call",
-        message: "compaction failed verification: result",
-        location: "host.rs",
-        needs_overflow_checks: false,
-    },
-    Finding {
-        name: "ttl-millis-overflow",
-        message: "attempt to multiply with overflow",
-        location: "recall.rs",
-        needs_overflow_checks: true,
-    },
-];
+pub const FINDINGS: &[Finding] = &[];
 
 /// A caught panic.
 #[derive(Debug, Clone)]

@@ -13,15 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Inputs (relative to `fuzz/`) that reproduce a recorded finding, and its name.
-const KNOWN_FAILING: &[(&str, &str)] = &[
-    ("regressions/calls/float-read-back.json", "float-read-back"),
-    ("regressions/calls/pinned-result-loses-call.json", "pinned-result-loses-call"),
-    ("regressions/calls/secret-scan-char-boundary-consolidate.json", "secret-scan-char-boundary"),
-    ("regressions/decode/secret-scan-char-boundary", "secret-scan-char-boundary"),
-    ("regressions/edges/timestamp-out-of-range-now", "timestamp-out-of-range"),
-    ("regressions/edges/timestamp-out-of-range-created-at", "timestamp-out-of-range"),
-    ("regressions/edges/ttl-millis-overflow", "ttl-millis-overflow"),
-];
+const KNOWN_FAILING: &[(&str, &str)] = &[];
 
 fn inputs() -> Vec<(Target, PathBuf)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
