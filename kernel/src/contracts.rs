@@ -924,6 +924,21 @@ pub enum MemoryState {
 }
 }
 
+impl MemoryState {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryState::Candidate => "candidate",
+            MemoryState::Active => "active",
+            MemoryState::Reinforced => "reinforced",
+            MemoryState::Superseded => "superseded",
+            MemoryState::Archived => "archived",
+            MemoryState::Expired => "expired",
+            MemoryState::Deleted => "deleted",
+            MemoryState::Purged => "purged",
+        }
+    }
+}
+
 contract! {
 /// A durable fact under governance. `confidence` (how reliable),
 /// `importance` (how useful later) and a query's relevance stay separate.

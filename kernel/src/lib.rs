@@ -10,6 +10,7 @@
 //! One module per concept:
 //! - [`contracts`] — the v1 data contracts (ContextItem, MemoryRecord, …)
 //! - [`canonical`] — canonical JSON, digests, timestamps
+//! - [`text`] — text as a reader sees it (invisible characters stripped, NFKC)
 //! - [`tokens`] — the token estimator
 //! - [`store`] — the storage port and key layout
 //! - [`session`] — session event logs
@@ -61,6 +62,7 @@ pub mod recall;
 pub mod secrets;
 pub mod session;
 pub mod store;
+pub mod text;
 pub mod tokens;
 pub mod wire;
 

@@ -1218,7 +1218,11 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
                     && record.valid_to.as_ref().is_none_or(|to| t < to)
                     && record.state != MemoryState::Candidate
             }
-            None => states.contains(&effective),
+            // Not yet valid is not current: it shows only when asked for by state.
+            None => {
+                states.contains(&effective)
+                    && (!request.states.is_empty() || record.valid_from.as_ref().is_none_or(|from| *from <= request.now))
+            }
         };
         if !include {
             continue;

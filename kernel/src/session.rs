@@ -178,11 +178,15 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     let session = request.session_id.as_str();
     let (mut head, head_revision) = head(db, session)?;
     let expected = &request.expected_head;
-    if expected.seq != head.seq || expected.digest.as_ref().is_some_and(|d| *d != head.digest) {
-        return Err(KernelError::new(
-            ErrorCode::Stale,
-            format!("session `{session}` is at seq {} but the writer built on seq {}", head.seq, expected.seq),
-        )
+    let why = if expected.seq != head.seq {
+        Some(format!("session `{session}` is at seq {} but the writer built on seq {}", head.seq, expected.seq))
+    } else {
+        expected.digest.as_ref().filter(|d| **d != head.digest).map(|d| {
+            format!("session `{session}` is at seq {} with digest {}, but the writer built on digest {d}: a different history", head.seq, head.digest)
+        })
+    };
+    if let Some(why) = why {
+        return Err(KernelError::new(ErrorCode::Stale, why)
         .with_detail(json!({"sessionId": session, "currentHead": head, "expectedHead": expected})));
     }
 

@@ -3,6 +3,7 @@
 //! every rule compiling, and the same answer every time.
 
 use ctxkernel::secrets::{self, detect, Source};
+use ctxkernel::text;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -111,11 +112,11 @@ fn every_vendored_rule_compiles_or_is_skipped_for_a_reason() {
 
 #[test]
 fn normalization_removes_invisible_characters_and_folds_compatibility_forms() {
-    assert_eq!(secrets::normalize("gh\u{200b}p_\u{2060}a\u{feff}b\u{00ad}c\u{202e}d"), "ghp_abcd");
-    assert_eq!(secrets::normalize("ｇｈｐ＿ＡＢＣ１２３"), "ghp_ABC123");
-    assert_eq!(secrets::normalize("ＳＹＳＴＥＭ：𝐩𝐚𝐬𝐬"), "SYSTEM:pass");
-    assert_eq!(secrets::normalize("密码是"), "密码是", "CJK text is unchanged");
-    assert!(matches!(secrets::normalize("plain ascii"), std::borrow::Cow::Borrowed(_)));
+    assert_eq!(text::normalize("gh\u{200b}p_\u{2060}a\u{feff}b\u{00ad}c\u{202e}d"), "ghp_abcd");
+    assert_eq!(text::normalize("ｇｈｐ＿ＡＢＣ１２３"), "ghp_ABC123");
+    assert_eq!(text::normalize("ＳＹＳＴＥＭ：𝐩𝐚𝐬𝐬"), "SYSTEM:pass");
+    assert_eq!(text::normalize("密码是"), "密码是", "CJK text is unchanged");
+    assert!(matches!(text::normalize("plain ascii"), std::borrow::Cow::Borrowed(_)));
 }
 
 /// Every corpus text's finding, as one line each.

@@ -21,13 +21,12 @@
 //! tests that check every rule.
 
 mod engine;
-mod normalize;
 mod own;
 mod rules;
 mod words;
 
 pub use engine::Source;
-pub use normalize::normalize;
+use crate::text::normalize;
 pub use rules::GITLEAKS_VERSION;
 
 /// Why a text was judged to carry a secret. Names the rule, never the secret.

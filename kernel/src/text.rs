@@ -1,5 +1,7 @@
-//! Text as the rules see it: invisible characters removed and compatibility
-//! forms folded, so `ghp_\u{200b}…` and fullwidth `ｇｈｐ＿…` read as `ghp_…`.
+//! Text as a reader sees it: invisible characters removed and compatibility
+//! forms folded, so `ghp_\u{200b}…` and fullwidth `ｇｈｐ＿…` read as `ghp_…`
+//! and `ＳＹＳ\u{200b}TEM:` as `SYSTEM:`. The secret rules and the summary
+//! checks look at text this way, never at its raw code points.
 
 use std::borrow::Cow;
 use unicode_normalization::UnicodeNormalization;
