@@ -209,6 +209,7 @@ fn propose_found(db: &mut Db, request: &ConsolidateRequest, found: Vec<Found>, m
     let (scope, scope_id) = target_scope(request)?;
     let (mut candidates, mut skipped) = (Vec::new(), Vec::new());
     for f in found {
+        let seq = f.seq;
         let chars = f.content.chars().count();
         if !(MIN_CHARS..=MAX_CHARS).contains(&chars) {
             skipped.push(Skipped { reason: format!("length {chars} is outside {MIN_CHARS}..={MAX_CHARS} characters"), seq: f.seq });
@@ -243,6 +244,10 @@ fn propose_found(db: &mut Db, request: &ConsolidateRequest, found: Vec<Found>, m
             valid_from: None,
             valid_to: None,
         };
+        if let Err(fenced) = memory::check_fence(db, &candidate) {
+            skipped.push(Skipped { reason: fenced.message, seq });
+            continue;
+        }
         candidates.push(candidate);
     }
     Ok((memory::propose_all(db, candidates, None, &request.now)?, skipped))

@@ -260,6 +260,9 @@ contract! {
 pub struct Tombstone {
     pub authority: AuthorityKind,
     pub deleted_at: Timestamp,
+    /// The deletion it belongs to; purge waits until that one is complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_id: Option<String>,
     pub fence: u64,
     pub memory_id: String,
     pub purged: bool,
@@ -380,6 +383,14 @@ struct Deletion {
 }
 }
 
+contract! {
+/// A deleted memory's words, by fingerprint, in the scope it was in.
+struct ContentFence {
+    deleted_at: Timestamp,
+    memory_id: String,
+}
+}
+
 // ---- keys
 
 /// A scope's key segment: its name, then its id escaped, or `-` for none.
@@ -424,6 +435,36 @@ fn fingerprint_key(scope: Scope, scope_id: &Option<String>, fingerprint: &str) -
 
 fn audit_key(id: &str, n: u64) -> String {
     format!("mem/audit/{}/{n:08}", keys::segment(id))
+}
+
+/// Keyed by the scope and the normalized content alone: a re-extraction under
+/// another category or key is still the same words.
+fn content_fence_key(scope: Scope, scope_id: &Option<String>, content: &str) -> Result<String> {
+    let digest = canonical::digest_value(&json!([scope, scope_id, normalize(content)]))?;
+    Ok(format!("mem/fence/{}/{}", scope_segment(scope, scope_id), digest.trim_start_matches("sha256:")))
+}
+
+/// Refuses a candidate whose words were deleted from its scope, unless one of
+/// its session evidence events is the user saying them after the deletion.
+pub fn check_fence(db: &mut Db, candidate: &MemoryCandidate) -> Result<()> {
+    let Some((_, fence)) = db.get::<ContentFence>(&content_fence_key(candidate.scope, &candidate.scope_id, &candidate.content)?)? else {
+        return Ok(());
+    };
+    for reference in candidate.evidence_refs.iter().filter(|r| r.kind == SourceKind::Session) {
+        let event = db.get::<Event>(&keys::session_event(&reference.id, reference.seq.unwrap_or(0)))?;
+        if let Some((_, event)) = event {
+            let said_again = event.appended_at > fence.deleted_at
+                && event.item.as_ref().is_some_and(|item| {
+                    crate::session::grounds_user_authority(item)
+                        && item.content.as_deref().is_some_and(|text| normalize(text).contains(&normalize(&candidate.content)))
+                });
+            if said_again {
+                return Ok(());
+            }
+        }
+    }
+    Err(KernelError::new(ErrorCode::Conflict, format!("these words were deleted as memory `{}`; only the user saying them again brings them back", fence.memory_id))
+        .with_detail(json!({"deletedMemoryId": fence.memory_id, "deletedAt": fence.deleted_at})))
 }
 
 fn version_key(id: &str, revision: u64) -> String {
@@ -760,6 +801,7 @@ fn propose_one(db: &mut Db, candidate: MemoryCandidate, authority: Option<&Autho
         return Err(KernelError::new(ErrorCode::ScopeDenied, "memories are never proposed into `global`; promote one explicitly"));
     }
     check_scope("scope", candidate.scope, candidate.scope_id.as_deref())?;
+    check_fence(db, &candidate)?;
     let (sensitivity, allowed_sinks) = inherited_policy(db, &candidate)?;
     let grounded = match authority {
         Some(authority) => {
@@ -1006,7 +1048,7 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
 
 fn reject(db: &mut Db, rev: u64, record: MemoryRecord, authority: &Authority, now: &Timestamp) -> Result<MemoryReceipt> {
     let request_id = format!("reject-{}", record.memory_id);
-    bury(db, &record, rev, authority.kind, 0, &request_id, now)?;
+    bury(db, &record, rev, authority.kind, 0, &request_id, None, now)?;
     let mut view = record;
     view.state = MemoryState::Deleted;
     audit(db, &view, "rejected", Some(MemoryState::Candidate), Some(authority), now, None)?;
@@ -1017,11 +1059,22 @@ fn reject(db: &mut Db, rev: u64, record: MemoryRecord, authority: &Authority, no
 
 /// Tombstone first, then the body, versions, fingerprint, scope membership and
 /// index entries. Returns the receipts of the parts inside this store.
-fn bury(db: &mut Db, record: &MemoryRecord, store_revision: u64, authority: AuthorityKind, fence: u64, request_id: &str, now: &Timestamp) -> Result<(Tombstone, Vec<PartReceipt>)> {
+#[allow(clippy::too_many_arguments)]
+fn bury(
+    db: &mut Db,
+    record: &MemoryRecord,
+    store_revision: u64,
+    authority: AuthorityKind,
+    fence: u64,
+    request_id: &str,
+    deletion_id: Option<&str>,
+    now: &Timestamp,
+) -> Result<(Tombstone, Vec<PartReceipt>)> {
     let id = record.memory_id.as_str();
     let tomb = Tombstone {
         authority,
         deleted_at: now.clone(),
+        deletion_id: deletion_id.map(str::to_string),
         fence,
         memory_id: id.to_string(),
         purged: false,
@@ -1031,6 +1084,10 @@ fn bury(db: &mut Db, record: &MemoryRecord, store_revision: u64, authority: Auth
         scope_id: record.scope_id.clone(),
     };
     db.put(&tombstone_key(id), &tomb, None)?;
+    // What was deleted is not proposed again from the same words, unless the
+    // user says them again afterwards (see `check_fence`).
+    let fence_key = content_fence_key(record.scope, &record.scope_id, &record.content)?;
+    db.put(&fence_key, &ContentFence { deleted_at: now.clone(), memory_id: id.to_string() }, None)?;
     db.remove(&record_key(id), Some(store_revision))?;
     unlink(db, record)?;
     let versions: Vec<(String, serde_json::Value)> = db.scan(&format!("mem/ver/{}/", keys::segment(id)), "", MAX_SELECTED)?;
@@ -1101,7 +1158,7 @@ pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
     let mut receipts = Vec::new();
     let mut tombstones = Vec::new();
     for (rev, record) in &selected {
-        let (tomb, parts) = bury(db, record, *rev, request.authority.kind, request.fence, &request.request_id, &request.now)?;
+        let (tomb, parts) = bury(db, record, *rev, request.authority.kind, request.fence, &request.request_id, Some(&deletion_id), &request.now)?;
         let mut dead = record.clone();
         dead.state = MemoryState::Deleted;
         audit(db, &dead, "deleted", Some(record.state), Some(&request.authority), &request.now, Some(request.request_id.clone()))?;
@@ -1170,6 +1227,26 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
         .map(|t| t.memory_id)
         .collect();
     targets.sort();
+    // A memory is purged only once every part of its deletion is done: a
+    // replica that has not confirmed may still hold it.
+    let mut blocked = Vec::new();
+    for id in &targets {
+        let tomb = db.get::<Tombstone>(&tombstone_key(id))?.map(|(_, t)| t);
+        let Some(deletion_id) = tomb.and_then(|t| t.deletion_id) else { continue };
+        if let Some((_, deletion)) = db.get::<Deletion>(&format!("mem/del/{deletion_id}"))? {
+            let open: Vec<&PartReceipt> = deletion.receipt.receipts.iter().filter(|p| p.status != PartStatus::Done).collect();
+            if !open.is_empty() {
+                blocked.push(json!({"memoryId": id, "deletionId": deletion_id, "parts": open}));
+            }
+        }
+    }
+    if !blocked.is_empty() {
+        return Err(KernelError::new(
+            ErrorCode::Conflict,
+            format!("{} of the memories to purge wait for their deletion to complete (a replica has not confirmed)", blocked.len()),
+        )
+        .with_detail(json!({"blocked": blocked})));
+    }
     let plan = canonical::digest_value(&json!([request.scope, request.scope_id, targets]))?;
     let purge_id = canonical::derived_id("purge", &plan);
     let noun = if targets.len() == 1 { "memory" } else { "memories" };
