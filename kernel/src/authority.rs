@@ -157,7 +157,10 @@ const LEAD_INS: &[&[&str]] = &[
     &["important"],
     &["fyi"],
     &["remember", "that"],
+    &["remember", "this", "instead"],
+    &["remember", "this"],
     &["remember"],
+    &["instead"],
     &["note", "that"],
     &["keep", "in", "mind", "that"],
     &["for", "the", "record"],
@@ -165,10 +168,22 @@ const LEAD_INS: &[&[&str]] = &[
     &["from", "now", "on"],
 ];
 
-/// The message's sentences, as word lists.
+/// The message's sentences, as word lists. "Remember for this project: X"
+/// reads as "X": a clause before a colon that opens with a lead-in and
+/// negates nothing only introduces what follows it.
 fn sentences(text: &str) -> Vec<Vec<String>> {
+    const NEGATIONS: &[&str] = &["not", "never", "no", "don", "dont", "t", "nothing", "without", "stop", "avoid", "neither", "nor"];
     text.split(|c: char| matches!(c, '.' | '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；'))
-        .map(words)
+        .map(|sentence| {
+            if let Some((before, after)) = sentence.split_once([':', '：']) {
+                let intro = words(before);
+                let introduces = !intro.is_empty() && strip_lead_in(&intro).len() < intro.len() && !intro.iter().any(|w| NEGATIONS.contains(&w.as_str()));
+                if introduces {
+                    return words(after);
+                }
+            }
+            words(sentence)
+        })
         .filter(|w| !w.is_empty())
         .collect()
 }
@@ -185,8 +200,21 @@ fn strip_lead_in(mut sentence: &[String]) -> &[String] {
     }
 }
 
-/// The claim is one or more consecutive whole sentences of the message
-/// (each sentence may start with a lead-in), and at least two words.
+/// What a user may put after a fact without changing it.
+const TRAILERS: &[&[&str]] = &[&["now"], &["please"], &["thanks"], &["thank", "you"], &["too"], &["as", "well"], &["from", "now", "on"], &["going", "forward"]];
+
+fn strip_trailer(sentence: &[String]) -> &[String] {
+    for trail in TRAILERS {
+        if sentence.len() > trail.len() && sentence[sentence.len() - trail.len()..].iter().zip(trail.iter()).all(|(w, t)| w == t) {
+            return &sentence[..sentence.len() - trail.len()];
+        }
+    }
+    sentence
+}
+
+/// The claim is one or more consecutive whole sentences of the message (the
+/// first may start with lead-ins, the last end with a trailer such as
+/// "now"), and at least two words.
 fn said(message: &str, claim: &str) -> bool {
     let claim = words(claim);
     if claim.len() < 2 {
@@ -194,19 +222,19 @@ fn said(message: &str, claim: &str) -> bool {
     }
     let sentences = sentences(message);
     for start in 0..sentences.len() {
-        let mut joined: Vec<&String> = Vec::new();
+        let mut run: Vec<String> = Vec::new();
         for sentence in &sentences[start..] {
-            let body = if joined.is_empty() { strip_lead_in(sentence) } else { sentence.as_slice() };
-            for candidate in [body, sentence.as_slice()] {
-                let mut with: Vec<&String> = joined.clone();
-                with.extend(candidate);
-                if with.len() == claim.len() && with.iter().zip(&claim).all(|(a, b)| *a == b) {
+            run.extend(sentence.iter().cloned());
+            // Lead-ins stack, but only so far: a longer run cannot match.
+            if run.len() > claim.len() + 16 {
+                break;
+            }
+            let lead = run.len() - strip_lead_in(&run).len();
+            let trail = run.len() - strip_trailer(&run).len();
+            for (front, back) in [(0, 0), (lead, 0), (0, trail), (lead, trail)] {
+                if front + back < run.len() && run[front..run.len() - back] == claim[..] {
                     return true;
                 }
-            }
-            joined.extend(body);
-            if joined.len() >= claim.len() {
-                break;
             }
         }
     }
@@ -242,6 +270,12 @@ mod tests {
         assert!(said("Remember that releases go out on Tuesdays.", "Releases go out on Tuesdays"));
         assert!(said("Yes, please remember that the user lives in Berlin", "the user lives in Berlin"));
         assert!(said("correction: I moved to Lisbon", "I moved to Lisbon"));
+        assert!(said("correction: we use pnpm for the web app now", "we use pnpm for the web app"));
+        assert!(said("Correction — remember this instead: releases go out on Thursdays at 15:00.", "releases go out on Thursdays at 15:00"));
+        assert!(!said("we use pnpm for the web app, not yarn", "we use pnpm for the web app"));
+        assert!(said("Remember for this project: the shop builds with pnpm", "the shop builds with pnpm"));
+        assert!(!said("Remember, do not: deploy on Fridays", "deploy on Fridays"));
+        assert!(!said("Never do this: deploy on Fridays", "deploy on Fridays"));
         assert!(said("Hi! We deploy from main. Tests run nightly.", "We deploy from main. Tests run nightly."));
         assert!(!said("Do not deploy on Fridays, ever.", "deploy on Fridays"));
         assert!(!said("Never store the token in git.", "store the token in git"));

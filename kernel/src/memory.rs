@@ -1324,3 +1324,36 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
 pub fn sink_permits(record: &MemoryRecord, sink: &str) -> bool {
     sink_admits(record.sensitivity, &record.allowed_sinks, sink)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scope() -> impl Strategy<Value = Scope> {
+        prop_oneof![Just(Scope::Session), Just(Scope::Agent), Just(Scope::Project), Just(Scope::User), Just(Scope::Global)]
+    }
+
+    fn scope_id() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some("-".to_string())),
+            Just(Some("%2D".to_string())),
+            Just(Some("a/b".to_string())),
+            "[-a-z%/.é名\u{200b}]{1,6}".prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        /// Different scopes never share a key, and no scope's prefix covers
+        /// another scope's keys.
+        #[test]
+        fn scope_keys_are_injective_and_prefix_free(a in (scope(), scope_id()), b in (scope(), scope_id()), id in "[a-z0-9-]{1,8}") {
+            prop_assume!(a != b);
+            prop_assert_ne!(scope_segment(a.0, &a.1), scope_segment(b.0, &b.1));
+            prop_assert!(!member_key(b.0, &b.1, &id).starts_with(&members_prefix(a.0, &a.1)));
+            prop_assert!(!slot_key(b.0, &b.1, "k", &id).starts_with(&slot_prefix(a.0, &a.1, "k")));
+            prop_assert_ne!(fingerprint_key(a.0, &a.1, "sha256:00"), fingerprint_key(b.0, &b.1, "sha256:00"));
+        }
+    }
+}

@@ -384,8 +384,8 @@ fixture("memory-tombstone-fences-a-replay", "An offline replica replays the dele
                                                   "scope": "project", "scopeId": "web", "selector": {"memoryIds": [{"$ref": "1#/receipts/0/memory/memoryId"}]}, "subject": "u1"}},
          remember("staging credentials rotate monthly", key="staging.rotation", now=at(5)),
          read_memory(now=at(6)),
-         {"command": "purge-memory", "request": {"dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
-         {"command": "purge-memory", "request": {"confirmation": {"$ref": "12#/confirmation"}, "dryRun": False, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         {"command": "purge-memory", "request": {"authority": ADMIN, "confirmation": {"$ref": "12#/confirmation"}, "dryRun": False, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
          read_memory(now=at(8))])
 
 notes = memory_session("notes")

@@ -180,7 +180,7 @@ class KernelTest {
         assertEquals("\"\\u000b\"", Kernel.JSON.writeValueAsString("\u000b"));
         String put = kernel.call("put-content", "{\"allowedSinks\":[\"*\"],\"now\":\"" + NOW + "\",\"schemaVersion\":1,\"sensitivity\":\"internal\"}",
                 "output".getBytes(StandardCharsets.UTF_8));
-        assertTrue(put.startsWith("{\"contentRef\":{"), put);
+        assertTrue(put.startsWith("{\"allowedSinks\":[\"*\"],\"contentRef\":{"), put);
         String object = Kernel.JSON.readTree(put).get("contentRef").get("objectId").asText();
         assertArrayEquals("output".getBytes(StandardCharsets.UTF_8),
                 kernel.getContent("{\"objectId\":\"" + object + "\",\"schemaVersion\":1,\"sink\":\"x\"}"));
