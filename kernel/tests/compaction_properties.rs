@@ -30,10 +30,6 @@ fn render(plan: &Value) -> Rendered {
     let pending: BTreeSet<String> =
         plan["pendingToolCalls"].as_array().unwrap().iter().map(|p| p["callId"].as_str().unwrap().to_string()).collect();
     let context = plan["context"].as_array().unwrap();
-    let answered: BTreeSet<String> = context
-        .iter()
-        .filter_map(|p| p["item"]["toolResult"]["callId"].as_str().map(str::to_string))
-        .collect();
     let mut anthropic: Vec<(String, Vec<String>, Vec<String>)> = Vec::new();
     let mut openai = Vec::new();
     let mut push = |role: &str, uses: Vec<String>, results: Vec<String>| match anthropic.last_mut() {
@@ -43,8 +39,13 @@ fn render(plan: &Value) -> Rendered {
         }
         _ => anthropic.push((role.to_string(), uses, results)),
     };
-    for planned in context {
+    for (at, planned) in context.iter().enumerate() {
         let item = &planned["item"];
+        // Results follow their call directly (ids may repeat across turns).
+        let answered: BTreeSet<String> = context[at + 1..]
+            .iter()
+            .map_while(|p| p["item"]["toolResult"]["callId"].as_str().map(str::to_string))
+            .collect();
         if item["kind"] == "system-policy" && planned["partition"] == "system" {
             continue; // the system prompt
         }
@@ -180,8 +181,26 @@ proptest! {
             for item in latest_task.values().filter(|i| ["open", "in-progress", "blocked"].contains(&i["task"]["status"].as_str().unwrap())) {
                 verbatim(item["itemId"].as_str().unwrap())?;
             }
+            // No call the session finished is reported pending (each result
+            // answers the latest call of its id before it).
+            let mut latest: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut finished: BTreeSet<(&str, &str)> = BTreeSet::new();
+            for item in items {
+                if let Some(call) = item["toolResult"]["callId"].as_str() {
+                    if ["success", "error"].contains(&item["toolResult"]["outcome"].as_str().unwrap()) {
+                        if let Some(owner) = latest.get(call) {
+                            finished.insert((owner, call));
+                        }
+                    }
+                }
+                for c in item["toolCalls"].as_array().into_iter().flatten() {
+                    latest.insert(c["callId"].as_str().unwrap(), item["itemId"].as_str().unwrap());
+                }
+            }
             for p in plan["pendingToolCalls"].as_array().unwrap() {
                 prop_assert!(kept.contains_key(p["itemId"].as_str().unwrap()));
+                let key = (p["itemId"].as_str().unwrap(), p["callId"].as_str().unwrap());
+                prop_assert!(!finished.contains(&key), "cut {}: finished call {:?} reported pending", cut, key);
             }
             let record = &receipt["compaction"];
             prop_assert!(record["metrics"]["outputTokens"].as_u64() < record["metrics"]["inputTokens"].as_u64());

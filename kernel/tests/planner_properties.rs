@@ -28,16 +28,24 @@ fn check(conv: &Conv, plan: &ContextPlan) -> Result<(), TestCaseError> {
     prop_assert_eq!(kept.len() + dropped.len(), items.len(), "every item decided once");
     prop_assert!(kept.is_disjoint(&dropped));
 
-    let mut call_owner: BTreeMap<&str, &str> = BTreeMap::new();
+    // A result answers the latest call of its id before it.
+    let mut latest: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut owner_of: BTreeMap<&str, &str> = BTreeMap::new();
     for item in items {
+        let id = item["itemId"].as_str().unwrap();
+        if let Some(call) = item["toolResult"]["callId"].as_str() {
+            if let Some(owner) = latest.get(call) {
+                owner_of.insert(id, owner);
+            }
+        }
         for call in item["toolCalls"].as_array().into_iter().flatten() {
-            call_owner.insert(call["callId"].as_str().unwrap(), item["itemId"].as_str().unwrap());
+            latest.insert(call["callId"].as_str().unwrap(), id);
         }
     }
     for item in items {
         let id = item["itemId"].as_str().unwrap();
-        if let Some(call) = item["toolResult"]["callId"].as_str() {
-            match call_owner.get(call) {
+        if item["toolResult"]["callId"].is_string() {
+            match owner_of.get(id) {
                 None => prop_assert!(!kept.contains(id), "orphan {} kept", id),
                 Some(owner) => prop_assert_eq!(kept.contains(id), kept.contains(owner), "pair split: {} / {}", id, owner),
             }
@@ -46,8 +54,8 @@ fn check(conv: &Conv, plan: &ContextPlan) -> Result<(), TestCaseError> {
     // Results follow their call directly in the prompt.
     let order: Vec<&str> = plan.context.iter().map(|p| p.item_id.as_str()).collect();
     for (i, id) in order.iter().enumerate() {
-        if let Some(call) = by_id[id]["toolResult"]["callId"].as_str() {
-            let owner = call_owner[call];
+        if by_id[id]["toolResult"]["callId"].is_string() {
+            let owner = owner_of[id];
             let start = order.iter().position(|o| *o == owner).unwrap();
             prop_assert!(start < i && order[start + 1..i].iter().all(|o| by_id[o]["toolResult"].is_object()));
         }

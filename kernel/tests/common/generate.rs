@@ -19,6 +19,11 @@ pub enum Op {
     Anchor(u8, u8),
     Policy(u8),
     Memory(u16),
+    /// A call and its result, one of them pinned (the call when true).
+    PinnedPair(bool),
+    /// A call whose id every such call reuses (`call_0`, as some providers
+    /// number calls per turn), with the outcome of its result (4: none).
+    Reused(u8),
 }
 
 pub fn op() -> impl Strategy<Value = Op> {
@@ -33,6 +38,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..3, 0u8..5).prop_map(|(a, t)| Op::Anchor(a, t)),
         1 => (0u8..5).prop_map(Op::Policy),
         1 => (1u16..300).prop_map(Op::Memory),
+        1 => any::<bool>().prop_map(Op::PinnedPair),
+        1 => (0u8..5).prop_map(Op::Reused),
     ]
 }
 
@@ -96,6 +103,21 @@ pub fn build(ops: &[Op]) -> Conv {
             Op::Task(t, s) => {
                 let status = ["open", "in-progress", "blocked", "done", "failed", "cancelled"][*s as usize];
                 conv.push("task-state", "task", json!({"trust": "host", "task": {"taskId": format!("t{t}"), "status": status}}));
+            }
+            Op::PinnedPair(pin_call) => {
+                call_no += 1;
+                let id = format!("p{call_no}");
+                let call = conv.call("calling a pinned tool", &[&id]);
+                let result = conv.result(&id, &words(40), "success");
+                let pinned = if *pin_call { call } else { result };
+                let at = conv.items.iter().position(|i| i["itemId"] == pinned.as_str()).expect("just pushed");
+                conv.items[at]["pinned"] = json!(true);
+            }
+            Op::Reused(o) => {
+                conv.call("calling again", &["call_0"]);
+                if let Some(outcome) = ["success", "error", "pending", "unknown"].get(*o as usize) {
+                    conv.result("call_0", &words(20), outcome);
+                }
             }
             Op::Pinned(n) => {
                 conv.push("message", &words(*n as usize), json!({"role": "user", "pinned": true}));
