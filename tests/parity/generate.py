@@ -538,17 +538,17 @@ fixture("hostile-malformed", "Raw malformed text: truncated, trailing garbage, a
            text_step("put-content", '{"allowedSinks":["*"],"now":"2026-06-01T09:00:00Z","schemaVersion":1,"sensitivity":"internal"} x',
                      content={"text": "bytes"})])
 
-# The one request that makes this kernel trap (a timestamp whose offset leaves
-# the calendar: a panic). Every host answers the same fixed `internal` error,
-# rolls the call back and replaces the instance. Once the kernel refuses this
-# timestamp as `invalid-request`, the trap needs another trigger.
-TRAP_NOW = "9999-12-31T23:59:59-00:01"
-trapped = Session("hostile")
-trapped.user("written by a call that traps", itemId="trapped-1", sourceRef={"id": "hostile", "kind": "session", "seq": len(odd.items) + 1})
-fixture("hostile-trap", "A kernel trap: one fixed internal error on every host, the call rolled back, the instance replaced.",
-        [append(odd, sid="hostile"), plan(8192, sid="hostile", now=TRAP_NOW),
+# An instant whose offset leaves the calendar. It used to trap the kernel; it
+# is now a typed `invalid-request` on every host, nothing is written, and the
+# session goes on. (Each host's own tests force a trap with a memory ceiling
+# and check the one fixed `internal` error and the fresh instance.)
+EDGE_NOW = "9999-12-31T23:59:59-00:01"
+edge = Session("hostile")
+edge.user("written by a call past the calendar", itemId="edge-1", sourceRef={"id": "hostile", "kind": "session", "seq": len(odd.items) + 1})
+fixture("hostile-calendar-edge", "An instant past the calendar's end is a typed invalid-request on every host; nothing is written.",
+        [append(odd, sid="hostile"), plan(8192, sid="hostile", now=EDGE_NOW),
          {"command": "append-events", "request": {"schemaVersion": 1, "sessionId": "hostile", "expectedHead": {"seq": len(odd.items)},
-                                                  "items": trapped.items, "now": TRAP_NOW}},
+                                                  "items": edge.items, "now": EDGE_NOW}},
          {"command": "read-events", "request": {"afterSeq": len(odd.items), "schemaVersion": 1, "sessionId": "hostile"}},
          plan(8192, sid="hostile")])
 
