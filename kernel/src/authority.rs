@@ -116,10 +116,14 @@ pub fn check(
             let Some(message) = message else {
                 return Err(denied(act, kind, "the session has no message from the user to ground it"));
             };
+            // A message that negates anything grounds nothing: "Deploy on
+            // Fridays? No." and "Don't forget X" must not read as consent.
             let grounded = match grounding {
-                Grounding::Said(claim) => said(&message.text, claim),
-                Grounding::Refers(record) => refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content),
-                Grounding::Forget => asks_to_forget(&message.text),
+                Grounding::Said(claim) => says(&message.text, claim),
+                Grounding::Refers(record) => {
+                    !negates(&message.text) && refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content)
+                }
+                Grounding::Forget => !negates(&message.text) && asks_to_forget(&message.text),
                 Grounding::Never => false,
             };
             if grounded {
@@ -131,11 +135,37 @@ pub fn check(
     }
 }
 
-/// Lowercased words of letters and digits.
+/// Whether `message` says `claim` in the user's own words: whole sentences,
+/// and nothing negated (see [`check`]).
+pub fn says(message: &str, claim: &str) -> bool {
+    !negates(message) && said(message, claim)
+}
+
+/// Words of letters and digits as a reader sees them: folded (NFKC, no
+/// invisible characters), lowercased, and each reduced to its confusable
+/// skeleton (UTS #39), so `nоt` with a Cyrillic `о` is `not`.
 pub fn words(text: &str) -> Vec<String> {
-    let lowered: String =
-        text.chars().flat_map(char::to_lowercase).map(|c| if c.is_alphanumeric() { c } else { ' ' }).collect();
-    lowered.split_whitespace().map(str::to_string).collect()
+    let lowered: String = crate::text::normalize(text)
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    lowered.split_whitespace().map(|w| unicode_security::skeleton(w).flat_map(char::to_lowercase).collect()).collect()
+}
+
+/// Whether the message negates or refuses anything, in any of its words.
+/// Refusing grounding for a message that merely contains "not" somewhere is
+/// the safe mistake: the user can say the fact plainly.
+fn negates(message: &str) -> bool {
+    const NEGATIONS: &[&str] = &[
+        "not", "no", "never", "nope", "nah", "don", "dont", "doesn", "doesnt", "didn", "didnt", "isn", "isnt", "aren", "arent",
+        "wasn", "wasnt", "weren", "werent", "won", "wont", "wouldn", "wouldnt", "shouldn", "shouldnt", "couldn", "couldnt",
+        "cannot", "cant", "mustn", "mustnt", "t", "nothing", "nobody", "none", "nowhere", "neither", "nor", "without", "stop",
+        "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except", "instead of",
+    ];
+    const CJK: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
+    let folded: Vec<String> = NEGATIONS.iter().flat_map(|n| words(n)).collect();
+    words(message).iter().any(|w| folded.contains(w)) || crate::text::normalize(message).chars().any(|c| CJK.contains(&c))
 }
 
 /// What a user may put before a fact they want remembered: acknowledgements
@@ -164,21 +194,24 @@ const LEAD_INS: &[&[&str]] = &[
     &["note", "that"],
     &["keep", "in", "mind", "that"],
     &["for", "the", "record"],
+    &["for", "this", "project"],
+    &["for", "this", "workspace"],
+    &["for", "this", "repo"],
+    &["for", "this", "repository"],
+    &["for", "later"],
     &["i", "want", "you", "to", "remember", "that"],
     &["from", "now", "on"],
 ];
 
 /// The message's sentences, as word lists. "Remember for this project: X"
-/// reads as "X": a clause before a colon that opens with a lead-in and
-/// negates nothing only introduces what follows it.
+/// reads as "X": a clause before a colon made only of lead-ins introduces
+/// what follows it.
 fn sentences(text: &str) -> Vec<Vec<String>> {
-    const NEGATIONS: &[&str] = &["not", "never", "no", "don", "dont", "t", "nothing", "without", "stop", "avoid", "neither", "nor"];
     text.split(|c: char| matches!(c, '.' | '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；'))
         .map(|sentence| {
             if let Some((before, after)) = sentence.split_once([':', '：']) {
                 let intro = words(before);
-                let introduces = !intro.is_empty() && strip_lead_in(&intro).len() < intro.len() && !intro.iter().any(|w| NEGATIONS.contains(&w.as_str()));
-                if introduces {
+                if !intro.is_empty() && only_lead_ins(&intro) {
                     return words(after);
                 }
             }
@@ -188,10 +221,26 @@ fn sentences(text: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Whether the words are lead-ins and nothing else ("remember for this project").
+fn only_lead_ins(mut intro: &[String]) -> bool {
+    let leads = folded(LEAD_INS);
+    'strip: while !intro.is_empty() {
+        for lead in &leads {
+            if intro.len() >= lead.len() && intro[..lead.len()] == lead[..] {
+                intro = &intro[lead.len()..];
+                continue 'strip;
+            }
+        }
+        return false;
+    }
+    true
+}
+
 fn strip_lead_in(mut sentence: &[String]) -> &[String] {
+    let leads = folded(LEAD_INS);
     'strip: loop {
-        for lead in LEAD_INS {
-            if sentence.len() > lead.len() && sentence.iter().zip(lead.iter()).all(|(w, l)| w == l) {
+        for lead in &leads {
+            if sentence.len() > lead.len() && sentence[..lead.len()] == lead[..] {
                 sentence = &sentence[lead.len()..];
                 continue 'strip;
             }
@@ -200,12 +249,17 @@ fn strip_lead_in(mut sentence: &[String]) -> &[String] {
     }
 }
 
+/// Phrases as [`words`] spells them, so they compare with what it read.
+fn folded(phrases: &[&[&str]]) -> Vec<Vec<String>> {
+    phrases.iter().map(|p| p.iter().flat_map(|w| words(w)).collect()).collect()
+}
+
 /// What a user may put after a fact without changing it.
 const TRAILERS: &[&[&str]] = &[&["now"], &["please"], &["thanks"], &["thank", "you"], &["too"], &["as", "well"], &["from", "now", "on"], &["going", "forward"]];
 
 fn strip_trailer(sentence: &[String]) -> &[String] {
-    for trail in TRAILERS {
-        if sentence.len() > trail.len() && sentence[sentence.len() - trail.len()..].iter().zip(trail.iter()).all(|(w, t)| w == t) {
+    for trail in folded(TRAILERS) {
+        if sentence.len() > trail.len() && sentence[sentence.len() - trail.len()..] == trail[..] {
             return &sentence[..sentence.len() - trail.len()];
         }
     }
@@ -256,8 +310,8 @@ fn refers(message: &str, memory_id: &str, key: Option<&str>, content: &str) -> b
 }
 
 fn asks_to_forget(message: &str) -> bool {
-    const ASKS: &[&str] = &["forget", "delete", "remove", "erase"];
-    words(message).iter().any(|w| ASKS.contains(&w.as_str()))
+    let asks: Vec<String> = ["forget", "delete", "remove", "erase"].iter().flat_map(|w| words(w)).collect();
+    words(message).iter().any(|w| asks.contains(w))
         || ["忘记", "删除", "忘掉"].iter().any(|w| message.contains(w))
 }
 
@@ -276,12 +330,33 @@ mod tests {
         assert!(said("Remember for this project: the shop builds with pnpm", "the shop builds with pnpm"));
         assert!(!said("Remember, do not: deploy on Fridays", "deploy on Fridays"));
         assert!(!said("Never do this: deploy on Fridays", "deploy on Fridays"));
+        assert!(!said("Remember what broke prod last time: deploy on Fridays", "deploy on Fridays"));
         assert!(said("Hi! We deploy from main. Tests run nightly.", "We deploy from main. Tests run nightly."));
         assert!(!said("Do not deploy on Fridays, ever.", "deploy on Fridays"));
         assert!(!said("Never store the token in git.", "store the token in git"));
         assert!(!said("Fridays are for deploys, says the bot", "Fridays"));
         assert!(!said("Remember that releases go out on Tuesdays.", "Tuesdays"));
         assert!(!said("We ship on Tuesdays and Fridays.", "We ship on Tuesdays"));
+    }
+
+    #[test]
+    fn a_negating_message_grounds_nothing() {
+        for message in [
+            "Deploy on Fridays? No.",
+            "Do not... deploy on Fridays.",
+            "Avoid risky releases, e.g. deploy on Fridays.",
+            "Don't do any of these:\n- deploy on Fridays\n- skip the tests",
+            "Remember, we cannot: deploy on Fridays",
+            "Remember, ｎｏｔ: deploy on Fridays",
+            "Remember, do n\u{200b}ot: deploy on Fridays",
+            "Remember, dо nоt: deploy on Fridays",
+            "Please don't forget that releases go out on Tuesdays!",
+            "周五不要部署。deploy on Fridays",
+        ] {
+            assert!(negates(message), "{message:?}");
+        }
+        assert!(!negates("Remember that releases go out on Tuesdays."));
+        assert!(!said("Fri\u{200b}days!", "Fri\u{200b}days"), "one word, however it is spelled");
     }
 
     #[test]

@@ -108,7 +108,7 @@ pub fn summarize(bytes: &[u8], mime_type: Option<&str>, excerpt: Excerpt, sensit
         return format!("[externalized {kind}: {} bytes, {digest}; binary, not shown]", bytes.len());
     };
     let chars = text.chars().count();
-    if chars <= excerpt.head_chars + excerpt.tail_chars {
+    if chars <= excerpt.head_chars.saturating_add(excerpt.tail_chars) {
         return format!("[externalized {kind}: {} bytes, {digest}; shown in full]\n{text}", bytes.len());
     }
     let head: String = text.chars().take(excerpt.head_chars).collect();

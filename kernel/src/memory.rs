@@ -440,7 +440,8 @@ fn audit_key(id: &str, n: u64) -> String {
 /// Keyed by the scope and the normalized content alone: a re-extraction under
 /// another category or key is still the same words.
 fn content_fence_key(scope: Scope, scope_id: &Option<String>, content: &str) -> Result<String> {
-    let digest = canonical::digest_value(&json!([scope, scope_id, normalize(content)]))?;
+    // Words as a reader sees them: `Frank\u{200b}furt` and `Ｆrankfurt` are `frankfurt`.
+    let digest = canonical::digest_value(&json!([scope, scope_id, authority::words(content).join(" ")]))?;
     Ok(format!("mem/fence/{}/{}", scope_segment(scope, scope_id), digest.trim_start_matches("sha256:")))
 }
 
@@ -456,7 +457,7 @@ pub fn check_fence(db: &mut Db, candidate: &MemoryCandidate) -> Result<()> {
             let said_again = event.appended_at > fence.deleted_at
                 && event.item.as_ref().is_some_and(|item| {
                     crate::session::grounds_user_authority(item)
-                        && item.content.as_deref().is_some_and(|text| normalize(text).contains(&normalize(&candidate.content)))
+                        && item.content.as_deref().is_some_and(|text| authority::says(text, &candidate.content))
                 });
             if said_again {
                 return Ok(());
@@ -734,21 +735,35 @@ fn inherited_policy(db: &mut Db, candidate: &MemoryCandidate) -> Result<(Sensiti
     let mut policy: Option<SinkPolicy> = candidate.allowed_sinks.as_ref().map(|sinks| SinkPolicy::new(declared, sinks));
     for reference in &candidate.evidence_refs {
         reference.validate()?;
-        if reference.kind != SourceKind::Session {
-            continue;
-        }
-        let seq = reference.seq.ok_or_else(|| KernelError::invalid("session evidence needs its event `seq`"))?;
-        let event = db
-            .get::<Event>(&keys::session_event(&reference.id, seq))?
-            .and_then(|(_, e)| e.item)
-            .ok_or_else(|| KernelError::new(ErrorCode::NotFound, format!("evidence: session `{}` has no event {seq}", reference.id)))?;
-        let theirs = SinkPolicy::new(event.sensitivity.max(declared), &event.allowed_sinks);
+        // What the kernel holds of the evidence passes its policy on: a
+        // session event, another memory, stored content.
+        let theirs = match reference.kind {
+            SourceKind::Session => {
+                let seq = reference.seq.ok_or_else(|| KernelError::invalid("session evidence needs its event `seq`"))?;
+                let event = db.get::<Event>(&keys::session_event(&reference.id, seq))?.and_then(|(_, e)| e.item).ok_or_else(|| {
+                    KernelError::new(ErrorCode::NotFound, format!("evidence: session `{}` has no event {seq}", reference.id))
+                })?;
+                SinkPolicy::new(event.sensitivity.max(declared), &event.allowed_sinks)
+            }
+            SourceKind::Memory => match load(db, &reference.id)? {
+                Some((_, source)) => SinkPolicy::new(source.sensitivity.max(declared), &source.allowed_sinks),
+                None => continue,
+            },
+            SourceKind::Content => match crate::content::meta(db, &reference.id)? {
+                Some(meta) => {
+                    let stored = meta.policy();
+                    SinkPolicy::new(stored.sensitivity.max(declared), &stored.sinks)
+                }
+                None => continue,
+            },
+            _ => continue,
+        };
         policy = Some(match policy {
             Some(current) => current.narrow(&theirs),
             None => theirs,
         });
     }
-    let policy = policy.ok_or_else(|| KernelError::invalid("allowedSinks is required when no evidence is a session event"))?;
+    let policy = policy.ok_or_else(|| KernelError::invalid("allowedSinks is required when no evidence is held by the kernel"))?;
     Ok((policy.sensitivity, policy.sinks))
 }
 
@@ -1145,6 +1160,16 @@ pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
         return Ok(done.receipt);
     }
     authorize(db, Act::Delete, &request.authority, Origin::User, &[], Grounding::Forget)?;
+    let selector = &request.selector;
+    if request.authority.kind == AuthorityKind::UserExplicit
+        && selector.memory_ids.is_empty()
+        && selector.key.is_none()
+        && selector.category.is_none()
+        && selector.tag.is_none()
+    {
+        return Err(KernelError::invalid("selector: a user's deletion names what to forget (memoryIds, key, category or tag)")
+            .with_detail(json!({"field": "selector"})));
+    }
     // Selected memories, and tombstones already written for the ids asked for.
     let selected = select(db, request.scope, &request.scope_id, &request.selector)?;
     for id in &request.selector.memory_ids {
@@ -1277,6 +1302,14 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     Ok(PurgeReceipt { confirmation, purge_id, schema_version: 1, status: "purged".into(), targets })
 }
 
+/// Whether memory `id` (live or deleted) is in the scope.
+fn in_scope(db: &mut Db, id: &str, scope: Scope, scope_id: &Option<String>) -> Result<bool> {
+    if let Some((_, record)) = load(db, id)? {
+        return Ok(record.scope == scope && record.scope_id == *scope_id);
+    }
+    Ok(db.get::<Tombstone>(&tombstone_key(id))?.is_some_and(|(_, t)| t.scope == scope && t.scope_id == *scope_id))
+}
+
 pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryResponse> {
     check_version("request", request.schema_version)?;
     check_scope("scope", request.scope, request.scope_id.as_deref())?;
@@ -1309,6 +1342,23 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
         } else {
             Vec::new()
         };
+        let mut record = record;
+        // Links name only memories of this scope: a promoted record's old
+        // rivals and predecessors live in a scope this request did not admit.
+        for ids in [&mut record.conflicts_with, &mut record.supersedes] {
+            let mut kept = Vec::with_capacity(ids.len());
+            for id in ids.drain(..) {
+                if in_scope(db, &id, request.scope, &request.scope_id)? {
+                    kept.push(id);
+                }
+            }
+            *ids = kept;
+        }
+        if let Some(by) = record.superseded_by.clone() {
+            if !in_scope(db, &by, request.scope, &request.scope_id)? {
+                record.superseded_by = None;
+            }
+        }
         memories.push(MemoryView { audit, effective_state: effective, record });
     }
     let tombstones: Vec<Tombstone> = db

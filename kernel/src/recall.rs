@@ -636,6 +636,7 @@ pub struct Recalled {
     pub scope: Scope,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_id: Option<String>,
+    /// What it costs of the budget: its content and the history shown.
     pub tokens: u32,
     /// The text was cut to fit the token budget.
     pub truncated: bool,
@@ -877,7 +878,11 @@ pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<
                 continue;
             }
             if let Some((_, old)) = memory::load(db, &previous)? {
-                if visible(&old) {
+                // History is charged to the budget too: what does not fit is left out.
+                let cost = tokens::estimate(&old.content);
+                if visible(&old) && cost <= budget {
+                    budget -= cost;
+                    tokens += cost;
                     queue.extend(old.supersedes.clone());
                     history.push(HistoryEntry { content: old.content, memory_id: old.memory_id, valid_to: old.valid_to });
                 }

@@ -459,3 +459,98 @@ fn f22_a_stale_digest_is_named() {
     assert_eq!(err.code, ErrorCode::Stale);
     assert!(err.message.contains("digest"), "{}", err.message);
 }
+
+#[test]
+fn f01_memory_and_content_evidence_pass_their_policy_on() {
+    let mut store = user_session(&["hi"]);
+    let admin = json!({"kind": "management", "actor": "ops"});
+    let mut secret = candidate("project", Some("p"), "the vault hint is purple otter", "user", 1);
+    secret["sensitivity"] = json!("secret");
+    secret["allowedSinks"] = json!(["vault"]);
+    let source = propose(&mut store, json!([secret]), Some(admin.clone())).unwrap()["receipts"][0]["memory"].clone();
+    let (source, source_sinks) = (source["memoryId"].clone(), source["allowedSinks"].clone());
+    let mut derived = candidate("project", Some("p"), "the hint for the vault is purple otter", "user", 1);
+    derived["evidenceRefs"] = json!([{"kind": "memory", "id": source}]);
+    derived["allowedSinks"] = json!(["*"]);
+    let memory = propose(&mut store, json!([derived]), Some(admin)).unwrap()["receipts"][0]["memory"].clone();
+    assert_eq!(memory["sensitivity"], "secret");
+    assert_eq!(memory["allowedSinks"], source_sinks, "no wider than the memory it came from");
+}
+
+#[test]
+fn f01_a_provider_summarizer_gets_only_what_may_reach_it() {
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    conv.push("tool-evidence", "the launch code is 0000", json!({"trust": "verified", "provenance": {"origin": "tool"},
+        "sensitivity": "secret", "allowedSinks": ["model:test"]}));
+    for i in 0..20 {
+        conv.user(&format!("q{i} {}", words(200)));
+    }
+    append(&mut store, "s", &conv);
+    let waiting = compact(&mut store, "s", "provider").unwrap();
+    assert!(!waiting["providerRequest"].to_string().contains("launch code"), "model:summarizer-1 was never allowed it");
+}
+
+#[test]
+fn f04_read_memory_links_stay_in_the_scope() {
+    let mut store = user_session(&["hi"]);
+    let policy = json!({"kind": "policy"});
+    let mut a = candidate("project", Some("alpha"), "the deploy window is Tuesday", "user", 1);
+    a["key"] = json!("deploy.window");
+    let mut b = candidate("project", Some("alpha"), "the deploy window is Wednesday", "user", 1);
+    b["key"] = json!("deploy.window");
+    propose(&mut store, json!([a]), Some(policy.clone())).unwrap();
+    let b = propose(&mut store, json!([b]), Some(policy)).unwrap()["receipts"][0]["memory"]["memoryId"].clone();
+    decide(&mut store, &b, ("project", "alpha"), "promote", json!({"kind": "management", "actor": "ops"}),
+        json!({"targetScope": "user", "targetScopeId": "outsider"})).unwrap();
+    let read = call(&mut store, Command::ReadMemory, &json!({"schemaVersion": 1, "now": NOW, "scope": "user", "scopeId": "outsider"})).unwrap();
+    assert_eq!(read["memories"][0]["record"]["conflictsWith"], Value::Null, "{read}");
+}
+
+#[test]
+fn f21_history_is_charged_to_the_budget() {
+    let mut store = user_session(&["hi"]);
+    let admin = json!({"kind": "management", "actor": "ops"});
+    let old = propose(&mut store, json!([candidate("project", Some("p"), &format!("The deploy window {}", words(400)), "user", 1)]), Some(admin.clone())).unwrap();
+    let new = propose(&mut store, json!([candidate("project", Some("p"), "The deploy window is Wednesday", "user", 1)]), Some(admin.clone())).unwrap();
+    let (old, new) = (old["receipts"][0]["memory"]["memoryId"].clone(), new["receipts"][0]["memory"]["memoryId"].clone());
+    decide(&mut store, &old, ("project", "p"), "supersede", admin, json!({"by": new})).unwrap();
+    let recalled = call(&mut store, Command::RecallMemory, &json!({"schemaVersion": 1, "now": NOW, "query": "deploy window Wednesday",
+        "maxTokens": 20, "scopes": [{"scope": "project", "scopeId": "p"}], "sink": "model:test"})).unwrap();
+    let text: usize = recalled["memories"].as_array().unwrap().iter().map(|m| m.to_string().len()).sum();
+    assert!(text < 1_000, "a 20-token budget returned {text} bytes: {recalled}");
+}
+
+#[test]
+fn f10_the_fence_reads_words_as_a_reader_does() {
+    let mut store = user_session(&["Remember that the staging cluster runs in Frankfurt."]);
+    let admin = json!({"kind": "management", "actor": "ops"});
+    let fact = propose(&mut store, json!([candidate("agent", Some("a"), "the staging cluster runs in Frankfurt", "user", 1)]), Some(admin.clone())).unwrap();
+    let id = fact["receipts"][0]["memory"]["memoryId"].clone();
+    call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "u", "scope": "agent",
+        "scopeId": "a", "selector": {"memoryIds": [id]}, "authority": admin, "fence": 1})).unwrap();
+    for respelled in ["the staging cluster runs in Frank\u{200b}furt", "the staging cluster runs in Ｆrankfurt", "the staging cluster runs in Frаnkfurt"] {
+        let err = propose(&mut store, json!([candidate("agent", Some("a"), respelled, "model", 1)]), None).unwrap_err();
+        assert_eq!(err.code, ErrorCode::Conflict, "{respelled:?}");
+    }
+    // Asking to forget it again is not saying it again.
+    let mut conv = Conv::new();
+    conv.user("Please forget that the staging cluster runs in Frankfurt.");
+    conv.items[0]["itemId"] = json!("again");
+    conv.items[0]["createdAt"] = json!(LATER);
+    call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 1}, "items": conv.items, "now": LATER})).unwrap();
+    let err = propose(&mut store, json!([candidate("agent", Some("a"), "the staging cluster runs in Frankfurt", "model", 2)]), None).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+}
+
+#[test]
+fn f06_a_users_deletion_names_what_it_forgets() {
+    let mut store = user_session(&["Please forget the staging note."]);
+    let err = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "u", "scope": "agent",
+        "scopeId": "a", "selector": {}, "authority": {"kind": "user-explicit", "sessionId": "s"}, "fence": 1})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    let mut store = user_session(&["Please don't forget that releases go out on Tuesdays!"]);
+    let err = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "u", "scope": "agent",
+        "scopeId": "a", "selector": {"key": "release.day"}, "authority": {"kind": "user-explicit", "sessionId": "s"}, "fence": 1})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ScopeDenied, "don't forget is not forget");
+}
