@@ -385,6 +385,9 @@ fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
                 Err(e) => Err(KernelError::invalid(format!("the request is not valid JSON: {e}"))),
             }
         }
+        Err(error) if error.inner().to_string().starts_with("recursion limit exceeded") => {
+            return Err(KernelError::invalid("the request nests deeper than the decoder's limit of 128 levels"))
+        }
         Err(error) if error.inner().is_syntax() || error.inner().is_eof() => {
             return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())))
         }

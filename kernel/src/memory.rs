@@ -91,9 +91,10 @@ pub struct MemoryCandidate {
 }
 
 contract! {
-/// `propose-memory`: one or more candidates. With user-explicit authority
-/// grounded in the user's own words they are active at once; otherwise they
-/// are candidates.
+/// `propose-memory`: one or more candidates. With an authority they are
+/// activated at once if that authority may activate them (the table in
+/// `authority`: a named manager, a policy for words no model or tool wrote,
+/// or the user's own sentences); without one they stay candidates.
 pub struct ProposeRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authority: Option<Authority>,

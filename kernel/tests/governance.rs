@@ -554,3 +554,12 @@ fn f06_a_users_deletion_names_what_it_forgets() {
         "scopeId": "a", "selector": {"key": "release.day"}, "authority": {"kind": "user-explicit", "sessionId": "s"}, "fence": 1})).unwrap_err();
     assert_eq!(err.code, ErrorCode::ScopeDenied, "don't forget is not forget");
 }
+
+#[test]
+fn f21_deep_valid_json_is_not_called_invalid() {
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let text = format!(r#"{{"schemaVersion":1,"extra":{deep}}}"#);
+    let err = Kernel::default().call(&mut MemStore::default(), Command::Info, &text).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(!err.message.contains("not valid JSON"), "{}", err.message);
+}
