@@ -138,7 +138,9 @@ pub fn check(
 /// Whether `message` says `claim` in the user's own words: whole sentences,
 /// and nothing negated (see [`check`]).
 pub fn says(message: &str, claim: &str) -> bool {
-    !negates(message) && said(message, claim)
+    // A negation the claim itself carries ("never on the primary") is what
+    // the user said; one outside it ("Do not …", "… ? No.") refuses it.
+    negations(message) <= negations(claim) && said(message, claim)
 }
 
 /// Words of letters and digits as a reader sees them: folded (NFKC, no
@@ -157,15 +159,20 @@ pub fn words(text: &str) -> Vec<String> {
 /// Refusing grounding for a message that merely contains "not" somewhere is
 /// the safe mistake: the user can say the fact plainly.
 fn negates(message: &str) -> bool {
+    negations(message) > 0
+}
+
+/// How many negating words (or CJK negating characters) the text holds.
+fn negations(text: &str) -> usize {
     const NEGATIONS: &[&str] = &[
         "not", "no", "never", "nope", "nah", "don", "dont", "doesn", "doesnt", "didn", "didnt", "isn", "isnt", "aren", "arent",
         "wasn", "wasnt", "weren", "werent", "won", "wont", "wouldn", "wouldnt", "shouldn", "shouldnt", "couldn", "couldnt",
         "cannot", "cant", "mustn", "mustnt", "t", "nothing", "nobody", "none", "nowhere", "neither", "nor", "without", "stop",
-        "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except", "instead of",
+        "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except",
     ];
     const CJK: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
     let folded: Vec<String> = NEGATIONS.iter().flat_map(|n| words(n)).collect();
-    words(message).iter().any(|w| folded.contains(w)) || crate::text::normalize(message).chars().any(|c| CJK.contains(&c))
+    words(text).iter().filter(|w| folded.contains(w)).count() + crate::text::normalize(text).chars().filter(|c| CJK.contains(c)).count()
 }
 
 /// What a user may put before a fact they want remembered: acknowledgements
@@ -356,6 +363,11 @@ mod tests {
             assert!(negates(message), "{message:?}");
         }
         assert!(!negates("Remember that releases go out on Tuesdays."));
+        let correction = "Correction — remember this instead: releases of ledger-service go out on Thursdays at 15:00. 发布日改成周四了。";
+        assert!(says(correction, "releases of ledger-service go out on Thursdays at 15:00"));
+        let own = "Remember: our exports run on the reporting replica, never on the primary.";
+        assert!(says(own, "our exports run on the reporting replica, never on the primary"), "the negation is the user's own claim");
+        assert!(!says("Do not deploy on Fridays. Never deploy on Mondays.", "Never deploy on Mondays"), "another sentence negates");
         assert!(!said("Fri\u{200b}days!", "Fri\u{200b}days"), "one word, however it is spelled");
     }
 
