@@ -618,6 +618,26 @@ fixture("hostile-calendar-edge", "An instant past the calendar's end is a typed 
          {"command": "read-events", "request": {"afterSeq": len(odd.items), "schemaVersion": 1, "sessionId": "hostile"}},
          plan(8192, sid="hostile")])
 
+later = memory_session("The office moves to Porto next year")
+fixture("governance-smaller-defects", "Not-yet-valid memories stay hidden, missing scope ids and bad batch entries are named, "
+        "budgets are strict, a stale digest is named, and TTLs at the bounds never wrap.",
+        [append(later),
+         remember("The office moves to Porto next year", authority=ADMIN, validFrom="2030-01-01T00:00:00Z"),
+         recall("office Porto"), read_memory(),
+         {"command": "resident-snapshot", "request": {"maxTokens": 0, "now": at(6), "schemaVersion": 1, "scope": "project", "scopeId": "web", "sink": "model:test"}},
+         recall("office", scopes=[{"scope": "project"}]),
+         decide(1, "archive", scope_id=None),
+         {"command": "propose-memory", "request": {"now": T0, "schemaVersion": 1, "candidates": [
+             {**remember(f"fact number {i} is fine")["request"]["candidates"][0], **({"confidence": 2.5} if i == 2 else {})} for i in range(4)]}},
+         remember("the long-lived fact is here", authority=ADMIN, retentionPolicy={"mode": "ttl", "ttlSeconds": 9007199254740991}),
+         read_memory(now=at(8)),
+         recall("fact", queryEmbedding=[1e308, 0.5]),
+         recall("long lived fact", maxTokens=5),
+         text_step("info", '{"schemaVersion":1,"schemaVersion":2}'),
+         text_step("info", '{"schemaVersion":2,"schemaVersion":1}'),
+         {"command": "append-events", "request": {"schemaVersion": 1, "sessionId": "s1", "items": [], "now": T0,
+                                                  "expectedHead": {"seq": 1, "digest": "sha256:" + "0" * 64}}}])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:
