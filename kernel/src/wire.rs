@@ -33,7 +33,7 @@ pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
             Number::OutOfRange => {
                 let path = path_at(text, start);
                 return Err(KernelError::invalid(format!(
-                    "at `{path}`: {} is an integer outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every integer on the wire",
+                    "at `{path}`: {} is a whole number outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every whole number on the wire",
                     &text[start..end]
                 ))
                 .with_detail(json!({"path": path})));

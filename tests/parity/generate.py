@@ -633,7 +633,8 @@ fixture("governance-smaller-defects", "Not-yet-valid memories stay hidden, missi
              {**remember(f"fact number {i} is fine")["request"]["candidates"][0], **({"confidence": 2.5} if i == 2 else {})} for i in range(4)]}},
          remember("the long-lived fact is here", authority=ADMIN, retentionPolicy={"mode": "ttl", "ttlSeconds": 9007199254740991}),
          read_memory(now=at(8)),
-         recall("fact", queryEmbedding=[1e308, 0.5]),
+         text_step("recall-memory", '{"now":"2026-06-01T09:05:00Z","query":"fact","queryEmbedding":[1e38,4e38],"schemaVersion":1,'
+                   '"scopes":[{"scope":"project","scopeId":"web"}],"sink":"model:test"}'),
          recall("long lived fact", maxTokens=5),
          text_step("info", '{"schemaVersion":1,"schemaVersion":2}'),
          text_step("info", '{"schemaVersion":2,"schemaVersion":1}'),
