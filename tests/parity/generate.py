@@ -641,6 +641,34 @@ fixture("governance-smaller-defects", "Not-yet-valid memories stay hidden, missi
          {"command": "append-events", "request": {"schemaVersion": 1, "sessionId": "s1", "items": stale.items, "now": T0,
                                                   "expectedHead": {"seq": 1, "digest": "sha256:" + "0" * 64}}}])
 
+alpha = memory_session("The deploy window is Tuesday", "The deploy window is Wednesday",
+                       "Remember that the staging cluster runs in Frankfurt.")
+TOKEN = "ghp_0123456789abcdefghijABCDEFGHIJ012345"
+fixture("governance-memory-scopes-secrets-deletion", "History never crosses scopes after a promotion; no free-text field of a memory "
+        "holds a secret; purge waits for a partial deletion, and the deleted words stay deleted.",
+        [append(alpha),
+         remember("The deploy window is Tuesday", scope_id="alpha", authority=ADMIN),
+         remember("The deploy window is Wednesday", scope_id="alpha", seq=2, authority=ADMIN),
+         decide(1, "supersede", scope_id="alpha", by={"$ref": "2#/receipts/0/memory/memoryId"}),
+         recall("deploy window", scopes=[{"scope": "project", "scopeId": "alpha"}]),
+         decide(2, "promote", scope_id="alpha", targetScope="user", targetScopeId="outsider"),
+         recall("deploy window", scopes=[{"scope": "user", "scopeId": "outsider"}]),
+         read_memory(scope="user", scope_id="outsider"),
+         remember("a harmless fact", tags=[TOKEN]),
+         remember("a harmless fact", key=TOKEN),
+         remember("a harmless fact", provenance={"origin": "user", "actor": TOKEN}),
+         remember("ghp_0123456789\u200babcdefghijABCDEFGHIJ012345 is the token"),
+         remember("the staging cluster runs in Frankfurt", scope="agent", scope_id="a", seq=3, authority=ADMIN),
+         {"command": "delete-memory", "request": {"authority": ADMIN, "fence": 1, "now": at(3), "replicas": ["laptop"], "requestId": "r1",
+                                                  "schemaVersion": 1, "scope": "agent", "scopeId": "a",
+                                                  "selector": {"memoryIds": [{"$ref": "12#/receipts/0/memory/memoryId"}]}, "subject": "u1"}},
+         {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(4), "schemaVersion": 1, "scope": "agent", "scopeId": "a"}},
+         remember("the staging cluster runs in Ｆrankfurt", scope="agent", scope_id="a", seq=3),
+         {"command": "consolidate-memory", "request": {"now": at(5), "schemaVersion": 1, "scope": "agent", "scopeId": "a", "sessionId": "s1", "strategy": "rules"}},
+         {"command": "reconcile", "request": {"now": at(6), "operationId": {"$ref": "13#/deletionId"}, "replicas": [{"deleted": True, "replica": "laptop"}],
+                                              "schemaVersion": 1}},
+         {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "agent", "scopeId": "a"}}])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:
