@@ -116,7 +116,7 @@ pub fn check(
             let Some(message) = message else {
                 return Err(denied(act, kind, "the session has no message from the user to ground it"));
             };
-            // A message that negates anything grounds nothing: "Deploy on
+            // A negation outside what is grounded refuses it: "Deploy on
             // Fridays? No." and "Don't forget X" must not read as consent.
             let grounded = match grounding {
                 Grounding::Said(claim) => says(&message.text, claim),
