@@ -21,6 +21,7 @@
 use crate::contracts::{check_id, AuthorityKind, MemoryRecord, Origin, Trust};
 use crate::error::{ErrorCode, KernelError, Result};
 use serde_json::json;
+use std::sync::OnceLock;
 
 /// What a transition does, for the table above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,7 +172,8 @@ fn negations(text: &str) -> usize {
         "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except",
     ];
     const CJK: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
-    let folded: Vec<String> = NEGATIONS.iter().flat_map(|n| words(n)).collect();
+    static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
+    let folded = FOLDED.get_or_init(|| NEGATIONS.iter().flat_map(|n| words(n)).collect());
     words(text).iter().filter(|w| folded.contains(w)).count() + crate::text::normalize(text).chars().filter(|c| CJK.contains(c)).count()
 }
 
@@ -230,9 +232,9 @@ fn sentences(text: &str) -> Vec<Vec<String>> {
 
 /// Whether the words are lead-ins and nothing else ("remember for this project").
 fn only_lead_ins(mut intro: &[String]) -> bool {
-    let leads = folded(LEAD_INS);
+    let leads = lead_ins();
     'strip: while !intro.is_empty() {
-        for lead in &leads {
+        for lead in leads {
             if intro.len() >= lead.len() && intro[..lead.len()] == lead[..] {
                 intro = &intro[lead.len()..];
                 continue 'strip;
@@ -244,9 +246,9 @@ fn only_lead_ins(mut intro: &[String]) -> bool {
 }
 
 fn strip_lead_in(mut sentence: &[String]) -> &[String] {
-    let leads = folded(LEAD_INS);
+    let leads = lead_ins();
     'strip: loop {
-        for lead in &leads {
+        for lead in leads {
             if sentence.len() > lead.len() && sentence[..lead.len()] == lead[..] {
                 sentence = &sentence[lead.len()..];
                 continue 'strip;
@@ -257,6 +259,11 @@ fn strip_lead_in(mut sentence: &[String]) -> &[String] {
 }
 
 /// Phrases as [`words`] spells them, so they compare with what it read.
+fn lead_ins() -> &'static [Vec<String>] {
+    static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    FOLDED.get_or_init(|| folded(LEAD_INS))
+}
+
 fn folded(phrases: &[&[&str]]) -> Vec<Vec<String>> {
     phrases.iter().map(|p| p.iter().flat_map(|w| words(w)).collect()).collect()
 }
@@ -265,7 +272,8 @@ fn folded(phrases: &[&[&str]]) -> Vec<Vec<String>> {
 const TRAILERS: &[&[&str]] = &[&["now"], &["please"], &["thanks"], &["thank", "you"], &["too"], &["as", "well"], &["from", "now", "on"], &["going", "forward"]];
 
 fn strip_trailer(sentence: &[String]) -> &[String] {
-    for trail in folded(TRAILERS) {
+    static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    for trail in FOLDED.get_or_init(|| folded(TRAILERS)) {
         if sentence.len() > trail.len() && sentence[sentence.len() - trail.len()..] == trail[..] {
             return &sentence[..sentence.len() - trail.len()];
         }
@@ -317,7 +325,8 @@ fn refers(message: &str, memory_id: &str, key: Option<&str>, content: &str) -> b
 }
 
 fn asks_to_forget(message: &str) -> bool {
-    let asks: Vec<String> = ["forget", "delete", "remove", "erase"].iter().flat_map(|w| words(w)).collect();
+    static ASKS: OnceLock<Vec<String>> = OnceLock::new();
+    let asks = ASKS.get_or_init(|| ["forget", "delete", "remove", "erase"].iter().flat_map(|w| words(w)).collect());
     words(message).iter().any(|w| asks.contains(w))
         || ["忘记", "删除", "忘掉"].iter().any(|w| message.contains(w))
 }
@@ -369,6 +378,17 @@ mod tests {
         assert!(says(own, "our exports run on the reporting replica, never on the primary"), "the negation is the user's own claim");
         assert!(!says("Do not deploy on Fridays. Never deploy on Mondays.", "Never deploy on Mondays"), "another sentence negates");
         assert!(!said("Fri\u{200b}days!", "Fri\u{200b}days"), "one word, however it is spelled");
+    }
+
+    #[test]
+    fn a_long_message_is_read_once_per_sentence_run() {
+        // A 16 KiB-sentence message of one-word sentences: grounding stays a
+        // bounded walk, and a claim in the middle is still found.
+        let mut message = "ok. ".repeat(4096);
+        message.push_str("Remember that releases go out on Tuesdays. ");
+        message.push_str(&"fine. ".repeat(4096));
+        assert!(says(&message, "releases go out on Tuesdays"));
+        assert!(!says(&message, "releases go out on Mondays"));
     }
 
     #[test]
