@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn instants_past_the_calendar_are_refused_not_wrapped() {
         for text in ["9999-12-31T23:59:59-00:01", "0000-01-01T00:00:00+00:01", "9999-12-31T23:59:59-23:59"] {
-            assert_eq!(Timestamp::parse(text).unwrap_err().code, crate::ErrorCode::InvalidRequest, "{text}");
+            assert_eq!(Timestamp::parse(text).unwrap_err().code, crate::error::ErrorCode::InvalidRequest, "{text}");
         }
         for text in ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59+01:00", "0000-01-01T00:00:00Z", "0000-01-01T00:59:00-00:59"] {
             let t = Timestamp::parse(text).unwrap();

@@ -6,23 +6,22 @@
 //! written nothing the host keeps: the host rolls its transaction back.
 
 use crate::canonical;
-use crate::contracts::{check_version, check_version_of, SCHEMA_VERSION};
-use crate::error::{ErrorCode, KernelError, Result};
-use crate::compaction::{self, CompactRequest, ContinueRequest, ReconcileRequest, SessionLog};
-use crate::consolidation::{self, ConsolidateRequest};
+use crate::compaction::{self, CompactRequest, ContinueRequest, ReconcileRequest};
 use crate::content;
-use crate::contracts::check_id;
+use crate::contracts::{check_id, check_version, check_version_of, SCHEMA_VERSION};
+use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
 use crate::memory;
+use crate::memory::consolidation::{self, ConsolidateRequest};
+use crate::planner::{self, PlanInputs, PlanPolicy, PlanRequest};
 use crate::recall;
-use crate::planner::{self, Candidate, LogTables, PlanInputs, PlanPolicy, PlanRequest};
-use crate::session::{self, ReadEventsRequest};
+use crate::session::{self, Candidate, LogTables, ReadEventsRequest, SessionLog};
 use crate::store::{Db, Store};
 use crate::wire;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::value::RawValue;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
@@ -290,7 +289,7 @@ impl Kernel {
                     }
                 }
                 let log = self.session(db, id)?;
-                candidates.extend(compaction::project(&log.items, &log.compactions));
+                candidates.extend(session::project(&log.items, &log.compactions));
                 (Some((id.clone(), log.head.clone())), &log.tables)
             }
             None => (None, &no_log),

@@ -49,7 +49,7 @@ fn run(command: Command, request: String) -> Result<String, KernelError> {
     KERNEL.with_borrow_mut(|kernel| kernel.call(&mut HostStore, command, &request)).map_err(lower)
 }
 
-fn lower(e: crate::KernelError) -> KernelError {
+fn lower(e: crate::error::KernelError) -> KernelError {
     KernelError {
         code: code(e.code),
         message: e.message,
@@ -57,8 +57,8 @@ fn lower(e: crate::KernelError) -> KernelError {
     }
 }
 
-fn code(code: crate::ErrorCode) -> ErrorCode {
-    use crate::ErrorCode as C;
+fn code(code: crate::error::ErrorCode) -> ErrorCode {
+    use crate::error::ErrorCode as C;
     match code {
         C::InvalidRequest => ErrorCode::InvalidRequest,
         C::UnsupportedSchema => ErrorCode::UnsupportedSchema,

@@ -7,23 +7,39 @@
 //! `wasm32-wasip2` it is the component every host loads (see `component`);
 //! built natively it is what the unit and property tests exercise.
 //!
-//! One module per concept:
-//! - [`contracts`] — the v1 data contracts (ContextItem, MemoryRecord, …)
-//! - [`canonical`] — canonical JSON, digests, timestamps
-//! - [`text`] — text as a reader sees it (invisible characters stripped, NFKC)
-//! - [`tokens`] — the token estimator
-//! - [`store`] — the storage port and key layout
-//! - [`session`] — session event logs
-//! - [`planner`] — the context planner
-//! - [`compaction`] — the compaction state machine and session projection
-//! - [`content`] — content addressed by sha256 (externalized output, archives)
-//! - [`events`] — the kernel's bodiless event stream
-//! - [`authority`] — who may change a memory: one table for every transition
-//! - [`memory`] — the governed memory lifecycle
-//! - [`recall`] — recall and the resident snapshot
-//! - [`secrets`] — the secret detector
-//! - [`wire`] — the number contract of request text
-//! - [`commands`] — the command table every host calls
+//! Layers, lowest first. A module imports only from layers below its own,
+//! never from its own layer or above; `tests/layers.rs` reads this list and
+//! every `crate::` path in the crate, and fails on an import that goes up.
+//!
+//! 0. `error` — the typed error every layer returns
+//! 1. `text`, `canonical`, `tokens`, `wire` — text as a reader sees it,
+//!    canonical JSON and digests, the token estimator, the number contract
+//!    of request text
+//! 2. `contracts`, `secrets` — the v1 data contracts every layer speaks (the
+//!    context item, the memory record, sink policy, the session head and
+//!    compaction record, the provider protocol); the secret detector
+//! 3. `store`, `authority` — the storage port and key layout; who may change
+//!    a memory, one table for every transition
+//! 4. `events`, `content` — the kernel's bodiless event stream; content
+//!    addressed by sha256
+//! 5. `session` — the append-only event log, and its projection: what a
+//!    model sees of a session after its compactions, as planner candidates
+//! 6. `planner`, `index` — the context planner (a pure function of a
+//!    session's candidates); each memory's recall terms and embedding, kept
+//!    in the store, written by the memory layer through `index::add`,
+//!    `index::remove` and `index::embed`
+//! 7. `compaction`, `memory` — the compaction state machine; the governed
+//!    memory lifecycle (proposals, decisions, deletion, consolidation)
+//! 8. `recall` — ranked recall and the resident snapshot, over the index and
+//!    the memory records
+//! 9. `commands` — the command table every host calls, and its caches
+//! 10. `component` — the WIT export (wasm32 only)
+//!
+//! Two cycles were broken this way. Records both sides need sit in
+//! `contracts`: the session log holds compaction records, and compaction
+//! writes them. The index is written where memories change and read where
+//! they are recalled, so its store side is its own layer below memory, and
+//! the in-memory search structure (`recall::postings`) above it.
 
 /// A wire type: camelCase fields, unknown fields rejected. Fields are declared
 /// in the bytewise order of their wire names, so serde writes canonical JSON
@@ -51,7 +67,7 @@ pub mod authority;
 pub mod canonical;
 pub mod commands;
 pub mod compaction;
-pub mod consolidation;
+pub mod index;
 pub mod content;
 pub mod contracts;
 pub mod error;

@@ -270,7 +270,7 @@ mod tests {
             (r#"[1,2,90071992547409930]"#, "[2]"),
         ] {
             let error = numbers(text).unwrap_err();
-            assert_eq!(error.code, crate::ErrorCode::InvalidRequest, "{text}");
+            assert_eq!(error.code, crate::error::ErrorCode::InvalidRequest, "{text}");
             assert_eq!(error.detail["path"], path, "{text}: {}", error.message);
         }
         assert!(numbers(r#"{"a":9007199254740991,"b":-9007199254740991,"c":9.007199254740991e15}"#).is_ok());

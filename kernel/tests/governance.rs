@@ -243,7 +243,7 @@ fn f07_untrusted_content_is_evidence_whatever_it_claims() {
     let plan = plan(&conv.items, 10_000).unwrap();
     for id in [&rule, &schema, &pinned] {
         let planned = plan.context.iter().find(|p| p.item_id == *id).unwrap();
-        assert_eq!(planned.partition, ctxkernel::planner::Partition::Evidence, "{id}");
+        assert_eq!(planned.partition, ctxkernel::contracts::Partition::Evidence, "{id}");
         assert!(planned.demoted);
         assert_ne!(format!("{:?}", planned.keep), "Pinned");
     }

@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use ctxkernel::planner::{Partition, PlanPolicy};
+use ctxkernel::contracts::Partition;
+use ctxkernel::planner::PlanPolicy;
 use ctxkernel::store::MemStore;
 use ctxkernel::{Command, ErrorCode, Kernel};
 use serde_json::{json, Value};
@@ -398,7 +399,7 @@ fn a_plan_is_written_as_serde_writes_it() {
 
 #[test]
 fn labels_have_their_wire_names() {
-    for p in ctxkernel::planner::PARTITIONS {
+    for p in ctxkernel::contracts::PARTITIONS {
         assert_eq!(serde_json::to_value(p).unwrap(), p.name());
     }
     let reasons = ["expired", "sink-denied", "pair-dropped", "orphan-tool-result", "partition-ceiling", "budget-exhausted", "history-cutoff"];

@@ -4,7 +4,8 @@
 mod common;
 
 use common::*;
-use ctxkernel::planner::{ContextPlan, KeepReason, Partition};
+use ctxkernel::contracts::Partition;
+use ctxkernel::planner::{ContextPlan, KeepReason};
 use ctxkernel::ErrorCode;
 use common::generate::{build, op};
 use proptest::prelude::*;

@@ -9,8 +9,9 @@ mod common;
 
 use common::*;
 use ctxkernel::commands::{InfoRequest, InfoResponse};
-use ctxkernel::compaction::{CompactRequest, CompactResponse, CompactionRecord, ContinueRequest, ReconcileRequest};
-use ctxkernel::consolidation::{ConsolidateRequest, ConsolidateResponse};
+use ctxkernel::compaction::{CompactRequest, CompactResponse, ContinueRequest, ReconcileRequest};
+use ctxkernel::contracts::CompactionRecord;
+use ctxkernel::memory::consolidation::{ConsolidateRequest, ConsolidateResponse};
 use ctxkernel::content::{GetContentRequest, PutContentRequest, PutContentResponse};
 use ctxkernel::events::{ReadKernelEventsRequest, ReadKernelEventsResponse};
 use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};

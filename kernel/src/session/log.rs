@@ -1,14 +1,7 @@
-//! Session event logs: append-only, hash-chained, guarded by a CAS on the head.
-//!
-//! Each appended item gets the next sequence number and extends the chain
-//! digest `chain(n) = sha256(canonical([chain(n-1), digest(item n)]))`, so a
-//! head (seq + chain digest) names exactly one log content. A writer states
-//! the head it built on; if another writer got there first it gets `stale`
-//! with the current head and recomputes.
+//! The log itself: append, read, the chain and its head.
 
 use crate::canonical::{self, Timestamp};
-use crate::compaction::CompactionRecord;
-use crate::contracts::{check_id, check_version, ContextItem, ItemLimits};
+use crate::contracts::{check_id, check_version, CompactionRecord, ContextItem, ExpectedHead, Head, ItemLimits};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::store::{keys, Db};
 use serde_json::json;
@@ -20,23 +13,6 @@ pub const MAX_EVENT_BYTES: u64 = 16 << 20;
 pub const MAX_APPEND_ITEMS: usize = 10_000;
 /// Most events one `read-events` call returns.
 pub const MAX_READ_EVENTS: u32 = 10_000;
-
-contract! {
-/// A session log's head: how many events it has and the chain digest over them.
-pub struct Head {
-    pub digest: String,
-    pub seq: u64,
-}
-}
-
-contract! {
-/// The head a writer built on. Without `digest`, only the sequence is compared.
-pub struct ExpectedHead {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-    pub seq: u64,
-}
-}
 
 contract! {
 pub struct AppendEventsRequest {

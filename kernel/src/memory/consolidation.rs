@@ -14,13 +14,16 @@
 //! sensitivity and sinks of its event, and secrets are skipped, never stored.
 
 use crate::canonical::{self, Timestamp};
-use crate::compaction::{ProviderConfig, ProviderMessage, ProviderRequest, ProviderResponse, SessionLog};
-use crate::contracts::{check_id, check_version, ItemKind, Origin, Provenance, Role, Scope, SourceKind, SourceRef, Trust};
+use crate::contracts::{
+    check_id, check_version, ItemKind, Origin, Provenance, ProviderConfig, ProviderMessage, ProviderRequest, ProviderResponse, Role, Scope,
+    SourceKind, SourceRef, Trust,
+};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
-use crate::memory::{self, MemoryCandidate, MemoryReceipt};
+use crate::session::SessionLog;
 use crate::store::{keys, Db};
 use serde_json::json;
+use super::{check_fence, propose_all, MemoryCandidate, MemoryReceipt};
 
 /// Longest and shortest text worth remembering.
 const MAX_CHARS: usize = 500;
@@ -244,13 +247,13 @@ fn propose_found(db: &mut Db, request: &ConsolidateRequest, found: Vec<Found>, m
             valid_from: None,
             valid_to: None,
         };
-        if let Err(fenced) = memory::check_fence(db, &candidate) {
+        if let Err(fenced) = check_fence(db, &candidate) {
             skipped.push(Skipped { reason: fenced.message, seq });
             continue;
         }
         candidates.push(candidate);
     }
-    Ok((memory::propose_all(db, candidates, None, &request.now)?, skipped))
+    Ok((propose_all(db, candidates, None, &request.now)?, skipped))
 }
 
 fn operation_id(request: &ConsolidateRequest, log: &SessionLog) -> Result<String> {

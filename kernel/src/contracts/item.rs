@@ -1,0 +1,589 @@
+//! The context item: the smallest unit that can enter a model's context,
+//! with its kind, role, trust, tool calls and results, and its decoder.
+
+use crate::canonical::{self, Timestamp};
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::tokens;
+use super::{check_id, check_sinks, check_version, ContentRef, Provenance, Scope, Sensitivity, SourceRef};
+
+label! {
+/// What an item is; decides its budget partition.
+pub enum ItemKind {
+    SystemPolicy,
+    ToolSchema,
+    Skill,
+    TaskState,
+    Message,
+    ToolEvidence,
+    Memory,
+    ProjectRule,
+    ArtifactRef,
+}
+}
+
+label! {
+/// Trust, most trusted first. Derived content takes the lowest trust of its inputs.
+pub enum Trust {
+    Host,
+    Verified,
+    User,
+    External,
+    Untrusted,
+}
+}
+
+label! {
+pub enum Role {
+    User,
+    Assistant,
+}
+}
+
+contract! {
+/// A tool call an assistant message makes.
+pub struct ToolCall {
+    pub call_id: String,
+    pub name: String,
+}
+}
+
+label! {
+pub enum ToolOutcome {
+    Success,
+    Error,
+    /// Still running.
+    Pending,
+    /// The effect may or may not have happened; never guessed.
+    Unknown,
+}
+}
+
+contract! {
+/// The result of a tool call, carried by a `tool-evidence` item.
+pub struct ToolResult {
+    pub call_id: String,
+    pub outcome: ToolOutcome,
+}
+}
+
+label! {
+pub enum InteractionKind {
+    Approval,
+    Question,
+    HumanTask,
+}
+}
+
+label! {
+pub enum InteractionState {
+    Pending,
+    Resolved,
+    Cancelled,
+    Expired,
+}
+}
+
+contract! {
+/// A pending approval, question or human task, and its binding.
+pub struct Interaction {
+    #[serde(default)]
+    pub binding: Binding,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    pub kind: InteractionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nonce: Option<String>,
+    pub operation_id: String,
+    pub state: InteractionState,
+}
+}
+
+contract! {
+/// What an interaction is bound to.
+#[derive(Default)]
+pub struct Binding {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+}
+}
+
+label! {
+pub enum TaskStatus {
+    Open,
+    InProgress,
+    Blocked,
+    Done,
+    Failed,
+    Cancelled,
+}
+}
+
+impl TaskStatus {
+    pub fn is_unfinished(self) -> bool {
+        matches!(self, TaskStatus::Open | TaskStatus::InProgress | TaskStatus::Blocked)
+    }
+}
+
+contract! {
+/// The state of a task or plan step, carried by a `task-state` item.
+pub struct TaskState {
+    pub status: TaskStatus,
+    pub task_id: String,
+}
+}
+
+label! {
+/// Identity the model must always see; the latest item of each anchor is kept.
+pub enum Anchor {
+    /// The user's current goal.
+    Goal,
+    /// Workspace, cwd and worktree identity.
+    Workspace,
+    /// The permission ceiling of this run.
+    PermissionCeiling,
+}
+}
+
+/// The smallest unit that can enter a model's context.
+///
+/// `itemId`, `digest` and `tokenEstimate` are derived when absent; a given
+/// `digest` is verified against the content.
+// Its decoder is written out below rather than derived.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextItem {
+    pub allowed_sinks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<Anchor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_ref: Option<ContentRef>,
+    pub created_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction: Option<Interaction>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    pub kind: ItemKind,
+    /// Not dropped by ordinary budgeting or compaction. Says nothing about trust.
+    pub pinned: bool,
+    pub priority: i32,
+    pub provenance: Provenance,
+    /// For `message` items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    pub schema_version: u32,
+    pub scope: Scope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_id: Option<String>,
+    pub sensitivity: Sensitivity,
+    pub source_ref: SourceRef,
+    /// Set by the kernel on the summary a compaction writes; never by hosts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_of: Option<SummaryOf>,
+    /// For `task-state` items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_estimate: Option<u32>,
+    /// For assistant `message` items that call tools.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For `tool-evidence` items that answer a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<ToolResult>,
+    pub trust: Trust,
+}
+
+/// `ContextItem`'s decoder. Derived, it was one function of about 15 KB (every
+/// early return drops every field read so far); the JVM host runs this code as
+/// bytecode and HotSpot never compiles a method over 8 000 bytes, so items
+/// decoded there ran interpreted. Written out, each field is read by one arm
+/// of [`ItemFields::read`] and checked by [`ItemFields::finish`], with the
+/// derived decoder's messages (`unknown field`, `duplicate field`,
+/// `missing field`).
+impl<'de> serde::Deserialize<'de> for ContextItem {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ContextItem;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("struct ContextItem")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<ContextItem, A::Error> {
+                let mut fields = ItemFields::default();
+                while let Some(key) = map.next_key()? {
+                    fields.read(key, &mut map)?;
+                }
+                fields.finish()
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum ItemKey {
+    AllowedSinks,
+    Anchor,
+    Content,
+    ContentRef,
+    CreatedAt,
+    Digest,
+    ExpiresAt,
+    Interaction,
+    ItemId,
+    Kind,
+    Pinned,
+    Priority,
+    Provenance,
+    Role,
+    SchemaVersion,
+    Scope,
+    ScopeId,
+    Sensitivity,
+    SourceRef,
+    SummaryOf,
+    Task,
+    TokenEstimate,
+    ToolCalls,
+    ToolResult,
+    Trust,
+}
+
+/// The fields of a `ContextItem` read so far.
+#[derive(Default)]
+struct ItemFields {
+    allowed_sinks: Option<Vec<String>>,
+    anchor: Option<Option<Anchor>>,
+    content: Option<Option<String>>,
+    content_ref: Option<Option<ContentRef>>,
+    created_at: Option<Timestamp>,
+    digest: Option<Option<String>>,
+    expires_at: Option<Option<Timestamp>>,
+    interaction: Option<Option<Interaction>>,
+    item_id: Option<Option<String>>,
+    kind: Option<ItemKind>,
+    pinned: Option<bool>,
+    priority: Option<i32>,
+    provenance: Option<Provenance>,
+    role: Option<Option<Role>>,
+    schema_version: Option<u32>,
+    scope: Option<Scope>,
+    scope_id: Option<Option<String>>,
+    sensitivity: Option<Sensitivity>,
+    source_ref: Option<SourceRef>,
+    summary_of: Option<Option<SummaryOf>>,
+    task: Option<Option<TaskState>>,
+    token_estimate: Option<Option<u32>>,
+    tool_calls: Option<Vec<ToolCall>>,
+    tool_result: Option<Option<ToolResult>>,
+    trust: Option<Trust>,
+}
+
+impl ItemFields {
+    fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: ItemKey, map: &mut A) -> std::result::Result<(), A::Error> {
+        fn put<'de, T: serde::Deserialize<'de>, A: serde::de::MapAccess<'de>>(
+            slot: &mut Option<T>,
+            name: &'static str,
+            map: &mut A,
+        ) -> std::result::Result<(), A::Error> {
+            if slot.is_some() {
+                return Err(serde::de::Error::duplicate_field(name));
+            }
+            *slot = Some(map.next_value()?);
+            Ok(())
+        }
+        match key {
+            ItemKey::AllowedSinks => put(&mut self.allowed_sinks, "allowedSinks", map),
+            ItemKey::Anchor => put(&mut self.anchor, "anchor", map),
+            ItemKey::Content => put(&mut self.content, "content", map),
+            ItemKey::ContentRef => put(&mut self.content_ref, "contentRef", map),
+            ItemKey::CreatedAt => put(&mut self.created_at, "createdAt", map),
+            ItemKey::Digest => put(&mut self.digest, "digest", map),
+            ItemKey::ExpiresAt => put(&mut self.expires_at, "expiresAt", map),
+            ItemKey::Interaction => put(&mut self.interaction, "interaction", map),
+            ItemKey::ItemId => put(&mut self.item_id, "itemId", map),
+            ItemKey::Kind => put(&mut self.kind, "kind", map),
+            ItemKey::Pinned => put(&mut self.pinned, "pinned", map),
+            ItemKey::Priority => put(&mut self.priority, "priority", map),
+            ItemKey::Provenance => put(&mut self.provenance, "provenance", map),
+            ItemKey::Role => put(&mut self.role, "role", map),
+            ItemKey::SchemaVersion => put(&mut self.schema_version, "schemaVersion", map),
+            ItemKey::Scope => put(&mut self.scope, "scope", map),
+            ItemKey::ScopeId => put(&mut self.scope_id, "scopeId", map),
+            ItemKey::Sensitivity => put(&mut self.sensitivity, "sensitivity", map),
+            ItemKey::SourceRef => put(&mut self.source_ref, "sourceRef", map),
+            ItemKey::SummaryOf => put(&mut self.summary_of, "summaryOf", map),
+            ItemKey::Task => put(&mut self.task, "task", map),
+            ItemKey::TokenEstimate => put(&mut self.token_estimate, "tokenEstimate", map),
+            ItemKey::ToolCalls => put(&mut self.tool_calls, "toolCalls", map),
+            ItemKey::ToolResult => put(&mut self.tool_result, "toolResult", map),
+            ItemKey::Trust => put(&mut self.trust, "trust", map),
+        }
+    }
+
+    /// The item, or the first missing required field in declaration order.
+    fn finish<E: serde::de::Error>(self) -> std::result::Result<ContextItem, E> {
+        fn required<T, E: serde::de::Error>(slot: Option<T>, name: &'static str) -> std::result::Result<T, E> {
+            slot.ok_or_else(|| E::missing_field(name))
+        }
+        Ok(ContextItem {
+            allowed_sinks: required(self.allowed_sinks, "allowedSinks")?,
+            anchor: self.anchor.flatten(),
+            content: self.content.flatten(),
+            content_ref: self.content_ref.flatten(),
+            created_at: required(self.created_at, "createdAt")?,
+            digest: self.digest.flatten(),
+            expires_at: self.expires_at.flatten(),
+            interaction: self.interaction.flatten(),
+            item_id: self.item_id.flatten(),
+            kind: required(self.kind, "kind")?,
+            pinned: required(self.pinned, "pinned")?,
+            priority: required(self.priority, "priority")?,
+            provenance: required(self.provenance, "provenance")?,
+            role: self.role.flatten(),
+            schema_version: required(self.schema_version, "schemaVersion")?,
+            scope: required(self.scope, "scope")?,
+            scope_id: self.scope_id.flatten(),
+            sensitivity: required(self.sensitivity, "sensitivity")?,
+            source_ref: required(self.source_ref, "sourceRef")?,
+            summary_of: self.summary_of.flatten(),
+            task: self.task.flatten(),
+            token_estimate: self.token_estimate.flatten(),
+            tool_calls: self.tool_calls.unwrap_or_default(),
+            tool_result: self.tool_result.flatten(),
+            trust: required(self.trust, "trust")?,
+        })
+    }
+}
+
+contract! {
+/// What a compaction summary stands for: a span of a session, archived losslessly.
+pub struct SummaryOf {
+    /// The content object holding the span's raw events (`get-content`).
+    pub archive_id: String,
+    pub compaction_id: String,
+    pub from_seq: u64,
+    pub to_seq: u64,
+}
+}
+
+/// Limits that apply while normalizing items.
+#[derive(Debug, Clone, Copy)]
+pub struct ItemLimits {
+    pub max_item_bytes: u64,
+}
+
+impl ContextItem {
+    /// The content's digest: of the text, or the referenced object's.
+    pub fn content_digest(&self) -> String {
+        match (&self.content, &self.content_ref) {
+            (Some(text), _) => canonical::digest_bytes(text.as_bytes()),
+            (None, Some(reference)) => reference.digest.clone(),
+            (None, None) => canonical::digest_bytes(b""),
+        }
+    }
+
+    /// The text a model would see for this item.
+    pub fn visible_text(&self) -> &str {
+        match (&self.content, &self.content_ref) {
+            (Some(text), _) => text,
+            (None, Some(reference)) => &reference.summary,
+            (None, None) => "",
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        self.item_id.as_deref().unwrap_or("")
+    }
+
+    /// Validates the item and fills `itemId`, `digest` and `tokenEstimate`.
+    /// `id_salt` makes derived ids unique where identical items can recur
+    /// (a session log passes its id and the event's sequence number).
+    pub fn normalize(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
+        self.prepare(limits, id_salt)?;
+        if self.digest.is_none() {
+            self.digest = Some(self.content_digest());
+        }
+        Ok(())
+    }
+
+    /// [`normalize`](Self::normalize) without hashing content that declares
+    /// no digest (unless its id is derived, which covers the digest): the
+    /// planner hashes only the items it keeps.
+    pub fn prepare(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
+        check_version("context item", self.schema_version)?;
+        self.validate(limits)?;
+        if let Some(given) = &self.digest {
+            let digest = self.content_digest();
+            if *given != digest {
+                return Err(KernelError::new(
+                    ErrorCode::DigestMismatch,
+                    format!("item `{}` declares digest {given} but its content hashes to {digest}", self.id()),
+                ));
+            }
+        }
+        if self.token_estimate.is_none() {
+            self.token_estimate = Some(tokens::estimate(self.visible_text()));
+        }
+        if self.item_id.is_none() {
+            self.digest = Some(self.content_digest());
+            let identity = canonical::digest_value(&(id_salt, &*self))?;
+            self.item_id = Some(canonical::derived_id("it", &identity));
+        }
+        Ok(())
+    }
+
+    // Out of line, `prepare` stays under the size at which the JVM host's
+    // JIT compiler gives up on a method (HotSpot compiles none over 8 000 bytes).
+    #[inline(never)]
+    fn validate(&self, limits: ItemLimits) -> Result<()> {
+        let id = self.item_id.as_deref().unwrap_or("(derived)");
+        let fail = |message: &str| Err(KernelError::invalid(format!("item `{id}`: {message}")));
+        if let Some(item_id) = &self.item_id {
+            check_id("itemId", item_id)?;
+        }
+        if let Some(scope_id) = &self.scope_id {
+            check_id("scopeId", scope_id)?;
+        }
+        self.source_ref.validate()?;
+        self.provenance.validate()?;
+        check_sinks("allowedSinks[]", &self.allowed_sinks)?;
+        let bytes = match (&self.content, &self.content_ref) {
+            (Some(_), Some(_)) => return fail("has both content and contentRef"),
+            (None, None) => return fail("needs content or contentRef"),
+            (Some(text), None) => text.len() as u64,
+            (None, Some(reference)) => {
+                reference.validate()?;
+                reference.summary.len() as u64
+            }
+        };
+        if bytes > limits.max_item_bytes {
+            return Err(KernelError::limit(format!(
+                "item `{id}` has {bytes} bytes of text; the ceiling is {} (externalize it with a contentRef)",
+                limits.max_item_bytes
+            ))
+            .with_detail(serde_json::json!({"itemId": id, "bytes": bytes, "maxItemBytes": limits.max_item_bytes})));
+        }
+        if let Some(digest) = &self.digest {
+            if !canonical::is_digest(digest) {
+                return fail("digest must be `sha256:` and 64 lowercase hex digits");
+            }
+        }
+        if let (Some(expires), created) = (&self.expires_at, &self.created_at) {
+            if expires < created {
+                return fail("expiresAt is before createdAt");
+            }
+        }
+        match (self.kind, self.role) {
+            (ItemKind::Message, None) => return fail("a message needs a role"),
+            (ItemKind::Message, _) | (_, None) => {}
+            (_, Some(_)) => return fail("only message items have a role"),
+        }
+        if !self.tool_calls.is_empty() && !(self.kind == ItemKind::Message && self.role == Some(Role::Assistant)) {
+            return fail("only assistant messages carry toolCalls");
+        }
+        for (k, call) in self.tool_calls.iter().enumerate() {
+            check_id("toolCalls[].callId", &call.call_id)?;
+            check_id("toolCalls[].name", &call.name)?;
+            if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
+                return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");
+            }
+        }
+        if let Some(result) = &self.tool_result {
+            if self.kind != ItemKind::ToolEvidence {
+                return fail("only tool-evidence items carry a toolResult");
+            }
+            check_id("toolResult.callId", &result.call_id)?;
+        }
+        if let Some(task) = &self.task {
+            if self.kind != ItemKind::TaskState {
+                return fail("only task-state items carry a task");
+            }
+            check_id("task.taskId", &task.task_id)?;
+        }
+        if let Some(interaction) = &self.interaction {
+            check_id("interaction.operationId", &interaction.operation_id)?;
+        }
+        if self.summary_of.is_some() {
+            return fail("summaryOf is written by the kernel's compaction, not by hosts");
+        }
+        Ok(())
+    }
+}
+
+label! {
+/// The seven budget partitions, in allocation order.
+pub enum Partition {
+    /// Trusted system and safety policy.
+    System,
+    /// Current task, pending interactions, goal and workspace identity.
+    Task,
+    /// Tool and skill schemas.
+    Tools,
+    /// Recent conversation.
+    Conversation,
+    /// Tool evidence and artifacts (and anything demoted for its trust).
+    Evidence,
+    /// Recalled memory and project rules.
+    Memory,
+    /// Compaction and recovery reserve.
+    Reserve,
+}
+}
+
+pub const PARTITIONS: [Partition; 7] = [
+    Partition::System,
+    Partition::Task,
+    Partition::Tools,
+    Partition::Conversation,
+    Partition::Evidence,
+    Partition::Memory,
+    Partition::Reserve,
+];
+
+impl Partition {
+    pub fn name(self) -> &'static str {
+        match self {
+            Partition::System => "system",
+            Partition::Task => "task",
+            Partition::Tools => "tools",
+            Partition::Conversation => "conversation",
+            Partition::Evidence => "evidence",
+            Partition::Memory => "memory",
+            Partition::Reserve => "reserve",
+        }
+    }
+}
+
+/// The partition an item lands in, and whether that is lower than its kind
+/// claims. Only evidence holds external or untrusted content, whatever kind,
+/// pin or interaction it claims: trust never rises by labelling.
+pub fn partition_of(item: &ContextItem) -> (Partition, bool) {
+    let claimed = match item.kind {
+        _ if item.summary_of.is_some() => Partition::Conversation,
+        ItemKind::SystemPolicy => Partition::System,
+        _ if item.interaction.is_some() || item.anchor.is_some() => Partition::Task,
+        ItemKind::TaskState => Partition::Task,
+        ItemKind::ToolSchema | ItemKind::Skill => Partition::Tools,
+        ItemKind::Message => Partition::Conversation,
+        ItemKind::ToolEvidence | ItemKind::ArtifactRef => Partition::Evidence,
+        ItemKind::Memory | ItemKind::ProjectRule => Partition::Memory,
+    };
+    if item.trust <= Trust::User || claimed == Partition::Evidence {
+        (claimed, false)
+    } else {
+        (Partition::Evidence, true)
+    }
+}

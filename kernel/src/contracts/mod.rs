@@ -1,0 +1,163 @@
+//! Data contracts v1: the objects every host exchanges with
+//! the kernel. Each carries `schemaVersion`; an unknown version is
+//! `unsupported-schema`. Field names are camelCase on the wire.
+//!
+//! - `item` — the context item: kinds, roles, trust, tool calls and results
+//! - `provenance` — where a thing came from and where its content is kept
+//! - `policy` — who may see what: sensitivity, scopes, sinks, retention
+//! - `memory` — the memory record and its states
+//! - `session` — the session log's head and the compaction records it holds
+//! - `provider` — what the kernel asks a host's model, and the answer
+
+mod item;
+mod memory;
+mod policy;
+mod provenance;
+mod provider;
+mod session;
+
+pub use item::*;
+pub use memory::*;
+pub use policy::*;
+pub use provenance::*;
+pub use provider::*;
+pub use session::*;
+
+use crate::error::{ErrorCode, KernelError, Result};
+
+/// The one schema version this kernel reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Longest id, sink name or other short identifier accepted, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Checks a `schemaVersion` field.
+pub fn check_version(what: &str, version: u32) -> Result<()> {
+    check_version_of(what, u64::from(version))
+}
+
+/// Checks a `schemaVersion` read wider than the field, to name it as sent.
+pub fn check_version_of(what: &str, version: u64) -> Result<()> {
+    if version == u64::from(SCHEMA_VERSION) {
+        Ok(())
+    } else {
+        Err(KernelError::new(
+            ErrorCode::UnsupportedSchema,
+            format!("{what} has schemaVersion {version}; this kernel speaks {SCHEMA_VERSION}"),
+        ))
+    }
+}
+
+/// Checks a short identifier: non-empty, at most `MAX_ID_BYTES`, no control characters.
+pub fn check_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > MAX_ID_BYTES || id.chars().any(char::is_control) {
+        return Err(KernelError::invalid(format!(
+            "{what} must be 1..={MAX_ID_BYTES} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical;
+    use serde_json::json;
+
+    pub(crate) fn message(text: &str) -> ContextItem {
+        serde_json::from_value(json!({
+            "schemaVersion": 1, "kind": "message", "role": "user", "scope": "session",
+            "sourceRef": {"kind": "session", "id": "s1", "seq": 1},
+            "provenance": {"origin": "user"}, "trust": "user", "sensitivity": "internal",
+            "allowedSinks": ["model:*"], "priority": 0, "pinned": false,
+            "createdAt": "2026-01-01T00:00:00Z", "content": text
+        }))
+        .unwrap()
+    }
+
+    const LIMITS: ItemLimits = ItemLimits { max_item_bytes: 1024 };
+
+    #[test]
+    fn the_item_decoder_names_what_is_wrong() {
+        let item = serde_json::to_value(message("hi")).unwrap();
+        let decode = |value: &serde_json::Value| {
+            serde_json::from_str::<ContextItem>(&value.to_string()).map_err(|e| e.to_string())
+        };
+        assert_eq!(decode(&item).unwrap(), message("hi"));
+        let mut with_nulls = item.clone();
+        with_nulls["anchor"] = json!(null);
+        with_nulls["toolResult"] = json!(null);
+        assert_eq!(decode(&with_nulls).unwrap(), message("hi"));
+
+        let mut unknown = item.clone();
+        unknown["colour"] = json!("red");
+        assert!(decode(&unknown).unwrap_err().starts_with("unknown field `colour`, expected one of `allowedSinks`"));
+        let mut missing = item.clone();
+        missing.as_object_mut().unwrap().remove("trust");
+        assert!(decode(&missing).unwrap_err().starts_with("missing field `trust`"));
+        let twice = item.to_string().replacen("{", r#"{"kind":"memory","#, 1);
+        assert!(serde_json::from_str::<ContextItem>(&twice).unwrap_err().to_string().starts_with("duplicate field `kind`"));
+        let mut wrong_type = item.clone();
+        wrong_type["priority"] = json!("high");
+        assert!(decode(&wrong_type).unwrap_err().starts_with("invalid type: string \"high\", expected i32"));
+        assert!(decode(&json!([item])).unwrap_err().starts_with("invalid type: sequence, expected struct ContextItem"));
+    }
+
+    #[test]
+    fn normalize_derives_id_digest_and_tokens() {
+        let mut item = message("hello world");
+        item.normalize(LIMITS, "").unwrap();
+        assert_eq!(item.digest.as_deref(), Some(canonical::digest_bytes(b"hello world").as_str()));
+        assert!(item.item_id.as_deref().unwrap().starts_with("it-"));
+        assert!(item.token_estimate.unwrap() >= 2);
+        let mut again = message("hello world");
+        again.normalize(LIMITS, "").unwrap();
+        assert_eq!(item, again, "derivation is deterministic");
+        let mut salted = message("hello world");
+        salted.normalize(LIMITS, "s1#2").unwrap();
+        assert_ne!(item.item_id, salted.item_id);
+    }
+
+    #[test]
+    fn a_wrong_digest_is_a_mismatch_not_a_repair() {
+        let mut item = message("hello");
+        item.digest = Some(canonical::digest_bytes(b"other"));
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::DigestMismatch);
+    }
+
+    #[test]
+    fn oversized_items_hit_the_ceiling() {
+        let mut item = message(&"x".repeat(2000));
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::LimitExceeded);
+    }
+
+    #[test]
+    fn unknown_versions_are_unsupported() {
+        let mut item = message("hi");
+        item.schema_version = 2;
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::UnsupportedSchema);
+    }
+
+    #[test]
+    fn structure_must_match_kind() {
+        let mut item = message("hi");
+        item.tool_calls.push(ToolCall { call_id: "c1".into(), name: "grep".into() });
+        assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::InvalidRequest);
+    }
+
+    #[test]
+    fn sinks_match_exactly_or_by_prefix_pattern() {
+        let allowed = vec!["model:*".to_string(), "log".to_string()];
+        assert!(sink_allowed(&allowed, "model:anthropic"));
+        assert!(sink_allowed(&allowed, "log"));
+        assert!(!sink_allowed(&allowed, "sync"));
+        assert!(!sink_allowed(&allowed, "modelx"));
+        assert!(sink_allowed(&["*".to_string()], "anything"));
+    }
+
+    #[test]
+    fn trust_and_sensitivity_order_from_safest() {
+        assert!(Trust::Host < Trust::Untrusted);
+        assert!(Sensitivity::Public < Sensitivity::Restricted);
+        assert!(Scope::Turn < Scope::Global);
+    }
+}

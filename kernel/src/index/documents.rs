@@ -1,0 +1,143 @@
+//! Each memory's stored term vector and embedding, and the change log that
+//! lets an in-memory index catch up.
+
+use crate::canonical::Timestamp;
+use crate::contracts::{AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitivity};
+use crate::error::{KernelError, Result};
+use crate::store::{keys, Db};
+use serde_json::json;
+use super::tokenize::terms;
+
+/// Longest embedding accepted.
+pub const MAX_DIMENSIONS: usize = 4096;
+contract! {
+/// What the index keeps of one memory: its terms and what filtering needs.
+pub struct DocVector {
+    pub allowed_sinks: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authority: Option<AuthorityKind>,
+    pub confidence: f64,
+    pub conflicts: u32,
+    /// When it starts being current (validFrom), in ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_ms: Option<i64>,
+    pub importance: f64,
+    pub length: u32,
+    pub memory_id: String,
+    pub scope: Scope,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope_id: Option<String>,
+    pub sensitivity: Sensitivity,
+    pub state: MemoryState,
+    /// `term:tf` pairs, space separated, in term order.
+    pub terms: String,
+    /// When it stops being current (validTo, or the TTL), in ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ms: Option<i64>,
+}
+}
+
+pub fn doc_key(id: &str) -> String {
+    format!("mem/idx/doc/{}", keys::segment(id))
+}
+
+pub fn embedding_key(id: &str) -> String {
+    format!("mem/emb/{}", keys::segment(id))
+}
+
+pub const META: &str = "mem/idx/meta";
+
+contract! {
+pub struct IndexMeta {
+    pub revision: u64,
+}
+}
+
+contract! {
+pub struct Embedding {
+    pub vector: Vec<f32>,
+}
+}
+
+pub fn vector_of(record: &MemoryRecord) -> DocVector {
+    // A space ends every word, so the parts' terms are those of the parts joined.
+    let summary = record.summary.as_deref().unwrap_or("");
+    let tags = record.tags.iter().map(String::as_str);
+    let mut all: Vec<String> = Vec::new();
+    for part in [record.content.as_str(), summary].into_iter().chain(tags).chain([record.category.as_str(), record.key.as_deref().unwrap_or("")]) {
+        all.extend(terms(part));
+    }
+    let mut sorted: Vec<&str> = all.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    let mut pairs = String::with_capacity(sorted.len() * 8);
+    for run in sorted.chunk_by(|a, b| a == b) {
+        if !pairs.is_empty() {
+            pairs.push(' ');
+        }
+        pairs.push_str(run[0]);
+        pairs.push(':');
+        pairs.push_str(itoa::Buffer::new().format(run.len()));
+    }
+    DocVector {
+        allowed_sinks: record.allowed_sinks.clone(),
+        authority: record.authority,
+        confidence: record.confidence,
+        conflicts: record.conflicts_with.len() as u32,
+        from_ms: record.valid_from.as_ref().map(Timestamp::unix_millis),
+        importance: record.importance,
+        length: all.len() as u32,
+        memory_id: record.memory_id.clone(),
+        scope: record.scope,
+        scope_id: record.scope_id.clone(),
+        sensitivity: record.sensitivity,
+        state: record.state,
+        terms: pairs,
+        // Past the calendar's end (a TTL of centuries) is never, in ms.
+        until_ms: record.ends_at().map(|end| i64::try_from(end.div_euclid(1_000_000)).unwrap_or(i64::MAX)),
+    }
+}
+
+fn pending_revision(db: &mut Db) -> Result<u64> {
+    Ok(db.memory_revision()? + 1)
+}
+
+fn log(db: &mut Db, id: &str) -> Result<()> {
+    let revision = pending_revision(db)?;
+    db.put(&format!("mem/log/{revision:020}/{}", keys::segment(id)), &json!({"memoryId": id}), None)?;
+    db.put(META, &IndexMeta { revision }, None)?;
+    Ok(())
+}
+
+/// Writes a record's term vector (called whenever a record is saved).
+pub fn add(db: &mut Db, record: &MemoryRecord) -> Result<()> {
+    db.put(&doc_key(&record.memory_id), &vector_of(record), None)?;
+    log(db, &record.memory_id)
+}
+
+/// Removes a record from every index; returns the receipts' targets.
+pub fn remove(db: &mut Db, record: &MemoryRecord) -> Result<Vec<String>> {
+    db.remove(&doc_key(&record.memory_id), None)?;
+    let mut targets = vec!["index:lexical".to_string()];
+    if db.get::<Embedding>(&embedding_key(&record.memory_id))?.is_some() {
+        db.remove(&embedding_key(&record.memory_id), None)?;
+        targets.push("index:vector".into());
+    }
+    log(db, &record.memory_id)?;
+    Ok(targets)
+}
+
+/// Stores a memory's embedding (supplied by the host with the proposal).
+pub fn embed(db: &mut Db, id: &str, vector: &[f32]) -> Result<()> {
+    check_embedding("embedding", vector)?;
+    db.put(&embedding_key(id), &Embedding { vector: vector.to_vec() }, None).map(|_| ())
+}
+
+/// An embedding, stored or queried: 1..=MAX_DIMENSIONS numbers, each finite
+/// as an f32 (so `1e308` is refused, not read as infinity).
+pub fn check_embedding(field: &str, vector: &[f32]) -> Result<()> {
+    if vector.is_empty() || vector.len() > MAX_DIMENSIONS || vector.iter().any(|x| !x.is_finite()) {
+        return Err(KernelError::invalid(format!("{field} has 1..={MAX_DIMENSIONS} numbers, each finite as a 32-bit float"))
+            .with_detail(json!({"field": field})));
+    }
+    Ok(())
+}

@@ -1,0 +1,31 @@
+//! The recall index in the store: what recall searches of each memory.
+//!
+//! Each memory's term vector lives in the store (`mem/idx/doc/<id>`),
+//! written with the record, and a change log (`mem/log/<revision>/<id>`) lets
+//! a kernel instance catch its in-memory index up incrementally. The index is never authority: a
+//! missing or unreadable vector is rebuilt from its record, and an index that
+//! lost track of the memory revision is rebuilt from all records.
+//!
+//! Tokens: English words lowercased, stop words dropped, Snowball-stemmed;
+//! code identifiers split at case changes, `_`, `.`, `/` and `::` (the whole
+//! identifier is kept too); CJK, kana and hangul as character bigrams.
+//!
+//! The memory layer keeps it current as records change (`add`, `remove`,
+//! `embed`); recall reads it (`recall::postings`). It knows records only as
+//! the contract type, so it sits below both.
+//!
+//! - `tokenize` — a text's terms
+//! - `documents` — each memory's stored term vector and embedding, and the change log
+
+mod documents;
+mod tokenize;
+
+pub use documents::{
+    add, check_embedding, doc_key, embed, embedding_key, remove, vector_of, DocVector, Embedding, IndexMeta, MAX_DIMENSIONS, META,
+};
+pub use tokenize::terms;
+
+/// A map only ever looked up by key, never iterated, so its order cannot
+/// leak; hashed without randomness (Fx), it spares the index the string
+/// comparisons of a tree over 100k terms and ids.
+pub type Lookup<V> = rustc_hash::FxHashMap<String, V>;

@@ -1,0 +1,271 @@
+//! Memory records in the store: the key layout, the lookup entries (scope
+//! membership, slot, fingerprint), load and save, the audit trail, and a
+//! record's state at `now`.
+
+use crate::authority;
+use crate::canonical::{self, Timestamp};
+use crate::contracts::{MemoryRecord, MemoryState, Scope};
+use crate::error::Result;
+use crate::index;
+use crate::store::{keys, Db};
+use serde_json::json;
+use std::collections::BTreeMap;
+use super::deletion::MAX_SELECTED;
+use super::requests::{AuditEntry, Authority, DeletionReceipt, Tombstone};
+
+contract! {
+struct Counter {
+    revision: u64,
+}
+}
+
+contract! {
+struct AuditCounter {
+    next: u64,
+}
+}
+
+contract! {
+/// A scope's membership entry: the key is escaped, the value says the id.
+/// A lookup entry pointing at a record (scope membership, slot, fingerprint).
+pub(super) struct Link {
+    pub(super) memory_id: String,
+}
+}
+
+contract! {
+pub(super) struct Deletion {
+    pub(super) pending: Vec<String>,
+    pub(super) receipt: DeletionReceipt,
+}
+}
+
+contract! {
+/// A deleted memory's words, by fingerprint, in the scope it was in.
+pub(super) struct ContentFence {
+    pub(super) deleted_at: Timestamp,
+    pub(super) memory_id: String,
+}
+}
+
+// ---- keys
+
+/// A scope's key segment: its name, then its id escaped, or `-` for none.
+/// `-` is the one id [`keys::segment`] writes as `-`, so that id is escaped
+/// too: no id is written the way "no id" is.
+fn scope_segment(scope: Scope, scope_id: &Option<String>) -> String {
+    let id = match scope_id.as_deref() {
+        None => "-".to_string(),
+        Some("-") => "%2D".to_string(),
+        Some(id) => keys::segment(id),
+    };
+    format!("{}/{id}", scope.name())
+}
+
+pub(super) fn record_key(id: &str) -> String {
+    format!("mem/rec/{}", keys::segment(id))
+}
+
+pub(super) fn tombstone_key(id: &str) -> String {
+    format!("mem/tomb/{}", keys::segment(id))
+}
+
+fn member_key(scope: Scope, scope_id: &Option<String>, id: &str) -> String {
+    format!("mem/scope/{}/{}", scope_segment(scope, scope_id), keys::segment(id))
+}
+
+fn members_prefix(scope: Scope, scope_id: &Option<String>) -> String {
+    format!("mem/scope/{}/", scope_segment(scope, scope_id))
+}
+
+fn slot_key(scope: Scope, scope_id: &Option<String>, key: &str, id: &str) -> String {
+    format!("{}{}", slot_prefix(scope, scope_id, key), keys::segment(id))
+}
+
+pub(super) fn slot_prefix(scope: Scope, scope_id: &Option<String>, key: &str) -> String {
+    format!("mem/slot/{}/{}/", scope_segment(scope, scope_id), keys::segment(key))
+}
+
+pub(super) fn fingerprint_key(scope: Scope, scope_id: &Option<String>, fingerprint: &str) -> String {
+    format!("mem/fp/{}/{}", scope_segment(scope, scope_id), fingerprint.trim_start_matches("sha256:"))
+}
+
+fn audit_key(id: &str, n: u64) -> String {
+    format!("mem/audit/{}/{n:08}", keys::segment(id))
+}
+
+/// Keyed by the scope and the normalized content alone: a re-extraction under
+/// another category or key is still the same words.
+pub(super) fn content_fence_key(scope: Scope, scope_id: &Option<String>, content: &str) -> Result<String> {
+    // Words as a reader sees them: `Frank\u{200b}furt` and `Ｆrankfurt` are `frankfurt`.
+    let digest = canonical::digest_value(&json!([scope, scope_id, authority::words(content).join(" ")]))?;
+    Ok(format!("mem/fence/{}/{}", scope_segment(scope, scope_id), digest.trim_start_matches("sha256:")))
+}
+
+pub(super) fn version_key(id: &str, revision: u64) -> String {
+    format!("mem/ver/{}/{revision:08}", keys::segment(id))
+}
+
+// ---- helpers
+
+/// Text as the user-grounding and fingerprint checks compare it.
+fn normalize(text: &str) -> String {
+    let lowered: String = text
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    lowered.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub(super) fn fingerprint(scope: Scope, scope_id: &Option<String>, category: &str, key: &Option<String>, content: &str) -> Result<String> {
+    canonical::digest_value(&json!([scope, scope_id, category, key, normalize(content)]))
+}
+
+pub(super) fn memory_revision_bump(db: &mut Db) -> Result<u64> {
+    let current = db.get::<Counter>(keys::MEMORY_REVISION)?;
+    let expected = current.as_ref().map_or(0, |(r, _)| *r);
+    let next = current.map_or(0, |(_, c)| c.revision) + 1;
+    db.put(keys::MEMORY_REVISION, &Counter { revision: next }, Some(expected))?;
+    Ok(next)
+}
+
+/// The ids of a scope's memories (at most one more than the ceiling, so callers can tell).
+pub(super) fn members(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<String>> {
+    let entries: Vec<(String, Link)> = db.scan(&members_prefix(scope, scope_id), "", MAX_SELECTED + 1)?;
+    Ok(entries.into_iter().map(|(_, m)| m.memory_id).collect())
+}
+
+/// The record and its store revision, unless a tombstone fences it off.
+pub fn load(db: &mut Db, id: &str) -> Result<Option<(u64, MemoryRecord)>> {
+    let Some((store_revision, record)) = db.get::<MemoryRecord>(&record_key(id))? else {
+        return Ok(None);
+    };
+    Ok(is_live(db, &record)?.then_some((store_revision, record)))
+}
+
+/// Every tombstone's memory id and the revision it buried.
+pub fn tombstones(db: &mut Db) -> Result<BTreeMap<String, u64>> {
+    Ok(db.scan::<Tombstone>("mem/tomb/", "", usize::MAX)?.into_iter().map(|(_, t)| (t.memory_id, t.revision)).collect())
+}
+
+/// False for a replayed copy of a deleted memory: dead, whatever the store holds.
+fn is_live(db: &mut Db, record: &MemoryRecord) -> Result<bool> {
+    Ok(db.get::<Tombstone>(&tombstone_key(&record.memory_id))?.is_none_or(|(_, tomb)| record.revision > tomb.revision))
+}
+
+/// The state a record is in at `now` (validity and retention applied).
+pub fn effective_state(record: &MemoryRecord, now: &Timestamp) -> MemoryState {
+    let live = matches!(record.state, MemoryState::Active | MemoryState::Reinforced | MemoryState::Candidate);
+    if !live {
+        return record.state;
+    }
+    if record.ends_at().is_some_and(|end| end <= now.unix_nanos()) && record.state != MemoryState::Candidate {
+        MemoryState::Expired
+    } else {
+        record.state
+    }
+}
+
+pub(super) fn audit(db: &mut Db, record: &MemoryRecord, action: &str, from: Option<MemoryState>, authority: Option<&Authority>, at: &Timestamp, note: Option<String>) -> Result<()> {
+    let counter_key = format!("mem/audit/{}/next", keys::segment(&record.memory_id));
+    let current = db.get::<AuditCounter>(&counter_key)?;
+    let revision = current.as_ref().map_or(0, |(r, _)| *r);
+    let n = current.map_or(0, |(_, c)| c.next);
+    let entry = AuditEntry {
+        action: action.into(),
+        at: at.clone(),
+        authority: authority.cloned(),
+        content_digest: record.digest.clone(),
+        from,
+        note,
+        revision: record.revision,
+        to: record.state,
+    };
+    db.put(&audit_key(&record.memory_id, n), &entry, Some(0))?;
+    db.put(&counter_key, &AuditCounter { next: n + 1 }, Some(revision))?;
+    Ok(())
+}
+
+pub(super) fn event_data(record: &MemoryRecord) -> serde_json::Value {
+    json!({
+        "memoryId": record.memory_id, "scope": record.scope, "state": record.state, "revision": record.revision,
+        "category": record.category, "digest": record.digest,
+    })
+}
+
+pub(super) fn save(db: &mut Db, store_revision: u64, record: &mut MemoryRecord, now: &Timestamp) -> Result<()> {
+    record.updated_at = now.clone();
+    record.digest = canonical::digest_bytes(record.content.as_bytes());
+    record.validate()?;
+    db.put(&record_key(&record.memory_id), record, Some(store_revision))?;
+    link(db, record)?;
+    index::add(db, record)?;
+    Ok(())
+}
+
+/// A record's lookup entries: its scope membership, its slot, its fingerprint.
+fn links(record: &MemoryRecord) -> Result<Vec<String>> {
+    let mut out = vec![member_key(record.scope, &record.scope_id, &record.memory_id)];
+    if let Some(key) = &record.key {
+        out.push(slot_key(record.scope, &record.scope_id, key, &record.memory_id));
+    }
+    let fp = fingerprint(record.scope, &record.scope_id, &record.category, &record.key, &record.content)?;
+    out.push(fingerprint_key(record.scope, &record.scope_id, &fp));
+    Ok(out)
+}
+
+fn link(db: &mut Db, record: &MemoryRecord) -> Result<()> {
+    for key in links(record)? {
+        // A state change keeps the same entries; rewriting them would only churn revisions.
+        if db.get::<Link>(&key)?.is_some_and(|(_, l)| l.memory_id == record.memory_id) {
+            continue;
+        }
+        db.put(&key, &Link { memory_id: record.memory_id.clone() }, None)?;
+    }
+    Ok(())
+}
+
+/// Removes the lookup entries that point at this record (a fingerprint may
+/// have moved on to a newer record with the same text).
+pub(super) fn unlink(db: &mut Db, record: &MemoryRecord) -> Result<()> {
+    for key in links(record)? {
+        if db.get::<Link>(&key)?.is_some_and(|(_, l)| l.memory_id == record.memory_id) {
+            db.remove(&key, None)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn scope() -> impl Strategy<Value = Scope> {
+        prop_oneof![Just(Scope::Session), Just(Scope::Agent), Just(Scope::Project), Just(Scope::User), Just(Scope::Global)]
+    }
+
+    fn scope_id() -> impl Strategy<Value = Option<String>> {
+        prop_oneof![
+            Just(None),
+            Just(Some("-".to_string())),
+            Just(Some("%2D".to_string())),
+            Just(Some("a/b".to_string())),
+            "[-a-z%/.é名\u{200b}]{1,6}".prop_map(Some),
+        ]
+    }
+
+    proptest! {
+        /// Different scopes never share a key, and no scope's prefix covers
+        /// another scope's keys.
+        #[test]
+        fn scope_keys_are_injective_and_prefix_free(a in (scope(), scope_id()), b in (scope(), scope_id()), id in "[a-z0-9-]{1,8}") {
+            prop_assume!(a != b);
+            prop_assert_ne!(scope_segment(a.0, &a.1), scope_segment(b.0, &b.1));
+            prop_assert!(!member_key(b.0, &b.1, &id).starts_with(&members_prefix(a.0, &a.1)));
+            prop_assert!(!slot_key(b.0, &b.1, "k", &id).starts_with(&slot_prefix(a.0, &a.1, "k")));
+            prop_assert_ne!(fingerprint_key(a.0, &a.1, "sha256:00"), fingerprint_key(b.0, &b.1, "sha256:00"));
+        }
+    }
+}
