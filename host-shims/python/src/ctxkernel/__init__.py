@@ -8,7 +8,9 @@ Typed envelopes (TypedDicts generated from the kernel's JSON Schemas) are in
 `ctxkernel.envelopes`.
 """
 
-from ._kernel import COMMANDS, Kernel, KernelError, ProviderCancelled, ProviderOutcomeUnknown
+from ._errors import KernelError
+from ._kernel import COMMANDS, Kernel
+from ._provider import ProviderCancelled, ProviderOutcomeUnknown
 from ._stores import Entry, MemoryStore, SqliteStore, Store, StoreConflict, StoreError
 
 __all__ = [

@@ -9,14 +9,13 @@ command that only reads takes no write lock.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
-from functools import lru_cache
-from importlib.resources import files
 from typing import Awaitable, Callable, Optional, Union
 
-from wasmtime import Engine, Module, Trap, WasmtimeError
+from wasmtime import Trap, WasmtimeError
 
-from ._abi import Instance, core_module
+from ._engine import Instance, runtime
+from ._errors import KernelError
+from ._provider import drive, drive_async
 from ._stores import MemoryStore, Store, StoreError
 
 #: The kernel's JSON commands, as named in the WIT.
@@ -44,34 +43,6 @@ READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "re
 TRAPPED = "the kernel trapped; the call was rolled back"
 
 
-class KernelError(Exception):
-    """The one error every command raises: the kernel's code, message and detail.
-
-    `detail_json` is the kernel's detail text, byte for byte; `detail` is it parsed."""
-
-    def __init__(self, code: str, message: str, detail_json: str = "{}") -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.detail_json = detail_json or "{}"
-        self.detail: dict = json.loads(self.detail_json)
-
-
-class ProviderOutcomeUnknown(Exception):
-    """Raise from a provider callback when nobody knows whether the call happened."""
-
-
-class ProviderCancelled(Exception):
-    """Raise from a provider callback to give up on the operation."""
-
-
-@lru_cache(maxsize=None)
-def _runtime(path: Optional[str]) -> tuple[Engine, Module]:
-    engine = Engine()
-    component = open(path, "rb").read() if path else files("ctxkernel").joinpath("ctxkernel.wasm").read_bytes()
-    return engine, Module(engine, core_module(component))
-
-
 def _text(request: Union[str, dict]) -> bytes:
     """A request as UTF-8: text as given, an object as JSON."""
     text = request if isinstance(request, str) else json.dumps(request)
@@ -89,7 +60,7 @@ class Kernel:
 
     def __init__(self, store: Optional[Store] = None, *, component: Optional[str] = None, max_memory_bytes: Optional[int] = None) -> None:
         self.store: Store = store if store is not None else MemoryStore()
-        self._engine, self._module = _runtime(component)
+        self._engine, self._module = runtime(component)
         self._max_memory = max_memory_bytes
         self._instance: Optional[Instance] = None
 
@@ -199,48 +170,16 @@ class Kernel:
         for a summary. It returns `{"text": ..., "usage": {...}}`; raising is a
         failed call, `ProviderOutcomeUnknown` an unknown outcome (reconcile it),
         `ProviderCancelled` gives up."""
-        return self._drive(self.compact_context(request), provider, clock)
+        return drive(self, self.compact_context(request), provider, clock)
 
     async def compact_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
         """`compact` with an async provider."""
-        return await self._drive_async(self.compact_context(request), provider, clock)
+        return await drive_async(self, self.compact_context(request), provider, clock)
 
     def consolidate(self, request: dict, provider: Optional[Callable[[dict], dict]] = None, clock: Optional[Callable[[], str]] = None) -> dict:
         """Extracts candidate memories from a session, calling `provider` like `compact`."""
-        return self._drive(self.consolidate_memory(request), provider, clock)
+        return drive(self, self.consolidate_memory(request), provider, clock)
 
     async def consolidate_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
         """`consolidate` with an async provider."""
-        return await self._drive_async(self.consolidate_memory(request), provider, clock)
-
-    def _drive(self, receipt: dict, provider: Optional[Callable[[dict], dict]], clock: Optional[Callable[[], str]]) -> dict:
-        while receipt["status"] == "awaiting-provider" and provider is not None:
-            try:
-                answer, error = provider(receipt["providerRequest"]), None
-            except Exception as e:  # handed to the kernel as the call's outcome
-                answer, error = None, e
-            receipt = self._settle(receipt, answer, error, clock)
-        return receipt
-
-    async def _drive_async(self, receipt: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]]) -> dict:
-        while receipt["status"] == "awaiting-provider":
-            try:
-                answer, error = await provider(receipt["providerRequest"]), None
-            except Exception as e:
-                answer, error = None, e
-            receipt = self._settle(receipt, answer, error, clock)
-        return receipt
-
-    def _settle(self, receipt: dict, answer: Optional[dict], error: Optional[Exception], clock: Optional[Callable[[], str]]) -> dict:
-        if error is None:
-            response = {"outcome": "success", "text": answer["text"], "usage": answer["usage"]}
-        elif isinstance(error, ProviderOutcomeUnknown):
-            response = {"outcome": "unknown", "reason": str(error)}
-        elif isinstance(error, ProviderCancelled):
-            response = {"outcome": "cancelled", "reason": str(error)}
-        else:
-            response = {"outcome": "failed", "error": str(error)}
-        now = clock() if clock else datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-        return self.continue_operation(
-            {"schemaVersion": 1, "operationId": receipt["operationId"], "now": now, "response": response}
-        )
+        return await drive_async(self, self.consolidate_memory(request), provider, clock)

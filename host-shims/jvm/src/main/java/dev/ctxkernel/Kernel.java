@@ -1,20 +1,11 @@
 package dev.ctxkernel;
 
-import com.dylibso.chicory.compiler.MachineFactoryCompiler;
-import com.dylibso.chicory.runtime.ByteArrayMemory;
-import com.dylibso.chicory.runtime.Instance;
-import com.dylibso.chicory.runtime.Machine;
 import com.dylibso.chicory.wasm.ChicoryException;
-import com.dylibso.chicory.wasm.Parser;
-import com.dylibso.chicory.wasm.WasmModule;
 import com.fasterxml.jackson.databind.DeserializationFeature;
-import com.dylibso.chicory.wasm.types.MemoryLimits;
 import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
@@ -25,7 +16,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -45,21 +35,15 @@ public final class Kernel {
             "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot");
     /** What every host answers when the kernel traps (the trap's own text differs per engine). */
     static final String TRAPPED = "the kernel trapped; the call was rolled back";
-    private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
     /** Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}). */
     static final ObjectMapper JSON = JsonMapper.builder()
             .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
             .disable(JsonWriteFeature.WRITE_HEX_UPPER_CASE)
             .build();
 
-    private record Runtime(byte[] core, WasmModule module, Function<Instance, Machine> machines) {}
-
-    private static Runtime runtime;
-
     private final Store store;
     private final Long maxMemoryBytes;
-    private Instance instance;
-    private CanonicalAbi abi;
+    private Engine engine;
 
     public Kernel(Store store) {
         this(store, null);
@@ -79,48 +63,20 @@ public final class Kernel {
         return store;
     }
 
-    /** The core module this host runs, taken from the packaged component; parsed and compiled once. */
-    private static synchronized Runtime runtime() {
-        if (runtime == null) {
-            try (InputStream in = Kernel.class.getResourceAsStream("/ctxkernel.wasm")) {
-                if (in == null) {
-                    throw new IllegalStateException("ctxkernel.wasm is not on the classpath (run `make jvm`)");
-                }
-                byte[] core = ComponentBinary.coreModule(ComponentBinary.readAll(in));
-                WasmModule module = Parser.parse(core);
-                runtime = new Runtime(core, module, MachineFactoryCompiler.compile(module));
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
-        }
-        return runtime;
-    }
-
     /** The core module the kernel runs (for checking it against the component). */
     public static byte[] coreModule() {
-        return runtime().core().clone();
+        return Engine.coreModule();
     }
 
-    private Instance instance() {
-        if (instance == null) {
-            Runtime rt = runtime();
-            Instance.Builder builder = Instance.builder(rt.module())
-                    .withImportValues(Imports.of(store, inst -> abi))
-                    .withMachineFactory(rt.machines())
-                    // Plain byte[] with VarHandle access: faster than the default ByteBuffer.
-                    .withMemoryFactory(ByteArrayMemory::new);
-            if (maxMemoryBytes != null) {
-                int initial = rt.module().memorySection().orElseThrow().getMemory(0).limits().initialPages();
-                builder.withMemoryLimits(new MemoryLimits(initial, (int) (maxMemoryBytes / com.dylibso.chicory.runtime.Memory.PAGE_SIZE)));
-            }
-            instance = builder.build();
-            abi = new CanonicalAbi(instance);
+    private Engine engine() {
+        if (engine == null) {
+            engine = new Engine(store, maxMemoryBytes);
         }
-        return instance;
+        return engine;
     }
 
     private byte[] transact(String command, byte[]... args) {
-        Instance inst = instance();
+        Engine inst = engine();
         try {
             store.begin(!READ_ONLY.contains(command));
         } catch (Store.StoreException e) {
@@ -128,20 +84,12 @@ public final class Kernel {
         }
         CanonicalAbi.Result result;
         try {
-            long[] params = new long[2 * args.length];
-            for (int i = 0; i < args.length; i++) {
-                int[] lowered = abi.lower(args[i]);
-                params[2 * i] = lowered[0];
-                params[2 * i + 1] = lowered[1];
-            }
-            int ret = (int) inst.export(INTERFACE + command).apply(params)[0];
-            result = abi.readResult(ret);
-            inst.export("cabi_post_" + INTERFACE + command).apply(ret);
+            result = inst.call(command, args);
         } catch (RuntimeException | StackOverflowError e) {
             // A trap (the kernel's stack overflowing included) or a host exception:
             // roll back, and give the next call a fresh instance.
             rollback();
-            instance = null;
+            engine = null;
             if (e instanceof RuntimeException host && !(e instanceof ChicoryException)) {
                 throw host;
             }
@@ -297,7 +245,7 @@ public final class Kernel {
 
     /** Compacts, asking {@code provider} whenever the kernel waits for a summary. */
     public Envelopes.CompactResponse compact(Object request, Provider provider, Supplier<String> clock) {
-        return drive(compactContext(request), Envelopes.CompactResponse.class, provider, clock);
+        return ProviderLoop.drive(this, compactContext(request), Envelopes.CompactResponse.class, provider, clock);
     }
 
     /** {@link #compact(Object, Provider, Supplier)} on the wall clock. */
@@ -307,29 +255,6 @@ public final class Kernel {
 
     /** Extracts candidate memories from a session, asking {@code provider} when the kernel waits for one. */
     public Envelopes.ConsolidateResponse consolidate(Object request, Provider provider, Supplier<String> clock) {
-        return drive(consolidateMemory(request), Envelopes.ConsolidateResponse.class, provider, clock);
-    }
-
-    /** Answers {@code awaiting-provider} operations until the kernel settles one. */
-    private <T extends Envelopes.ProviderOperation> T drive(T receipt, Class<T> type, Provider provider, Supplier<String> clock) {
-        while ("awaiting-provider".equals(receipt.status()) && provider != null) {
-            ObjectNode response = JSON.createObjectNode();
-            try {
-                Provider.Answer answer = provider.complete(receipt.providerRequest());
-                response.put("outcome", "success").put("text", answer.text());
-                response.putObject("usage").put("inputTokens", answer.inputTokens()).put("outputTokens", answer.outputTokens());
-            } catch (Provider.OutcomeUnknown e) {
-                response.put("outcome", "unknown").put("reason", String.valueOf(e.getMessage()));
-            } catch (Provider.Cancelled e) {
-                response.put("outcome", "cancelled").put("reason", String.valueOf(e.getMessage()));
-            } catch (Exception e) {
-                response.put("outcome", "failed").put("error", String.valueOf(e.getMessage()));
-            }
-            ObjectNode next = JSON.createObjectNode().put("schemaVersion", 1).put("operationId", receipt.operationId())
-                    .put("now", clock.get());
-            next.set("response", response);
-            receipt = call("continue-operation", next, type);
-        }
-        return receipt;
+        return ProviderLoop.drive(this, consolidateMemory(request), Envelopes.ConsolidateResponse.class, provider, clock);
     }
 }

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import struct
 import sys
+from functools import lru_cache
+from importlib.resources import files
 from typing import Any, Callable, Optional, Protocol, Union
 
 from wasmtime import Caller, Engine, Linker, Module, Store as WasmStore
 
+from ._errors import ERROR_CODES
 from ._stores import Entry, StoreConflict, StoreError
 
 STORE = "ctxkernel:kernel/store@0.1.0"
 INTERFACE = "ctxkernel:kernel/kernel@0.1.0#"
-#: The WIT's error codes in declaration order: the canonical ABI lowers an enum to its index.
-ERROR_CODES = (
-    "invalid-request", "unsupported-schema", "context-over-budget", "degraded", "stale", "reconciliation-required",
-    "content-unavailable", "digest-mismatch", "scope-denied", "partial", "not-found", "conflict",
-    "illegal-transition", "limit-exceeded", "storage-failure", "internal",
-)
 
 Context = Union[WasmStore, Caller]
 
@@ -58,6 +55,14 @@ def core_module(component: bytes) -> bytes:
             return component[at:at + size]
         at += size
     raise ValueError("the component holds no core module")
+
+
+@lru_cache(maxsize=None)
+def runtime(path: Optional[str]) -> tuple[Engine, Module]:
+    """The engine and the compiled core module of a component file (None: the packaged one), once per process."""
+    engine = Engine()
+    component = open(path, "rb").read() if path else files("ctxkernel").joinpath("ctxkernel.wasm").read_bytes()
+    return engine, Module(engine, core_module(component))
 
 
 def _i32(value: int) -> int:

@@ -1,12 +1,13 @@
 //! The built component, run by wasmtime: its interface, typed errors for bad
 //! input, one transaction per call (rolled back on error, trap or host panic),
-//! and two kernels sharing one SQLite file.
+//! content by digest, and a provider compaction.
 
+mod common;
+
+use common::{append_request, item, plan_request, NOW};
 use ctxkernel_host::{Entry, ErrorCode, HostStore, Kernel, Limits, MemoryStore, PutError, Runtime, SqliteStore, COMPONENT, READ_ONLY, TRAPPED};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
-
-const NOW: &str = "2026-06-01T12:00:00Z";
 
 /// A memory store the test can inspect while a kernel uses it, with faults to inject.
 #[derive(Clone, Default)]
@@ -69,25 +70,6 @@ impl HostStore for Probe {
     fn rollback(&mut self) -> Result<(), String> {
         self.with(|s| s.store.rollback())
     }
-}
-
-fn item(seq: u64, role: &str, text: &str) -> Value {
-    json!({
-        "schemaVersion": 1, "itemId": format!("e{seq}"), "kind": "message", "role": role, "scope": "session",
-        "sourceRef": {"kind": "session", "id": "s1", "seq": seq}, "provenance": {"origin": "user"},
-        "trust": "user", "sensitivity": "internal", "allowedSinks": ["model:*"], "priority": 0,
-        "pinned": false, "createdAt": NOW, "content": text
-    })
-}
-
-fn append_request(from: u64, count: u64) -> Value {
-    let items: Vec<Value> = (from + 1..=from + count).map(|i| item(i, "user", &format!("message {i} with some words"))).collect();
-    json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": {"seq": from}, "items": items, "now": NOW})
-}
-
-fn plan_request() -> Value {
-    json!({"schemaVersion": 1, "now": NOW, "sink": "model:test", "sessionId": "s1",
-           "model": {"profile": "test", "window": 8000, "reservedOutput": 1000, "safetyMargin": 100}})
 }
 
 #[test]
@@ -224,49 +206,6 @@ fn a_memory_ceiling_stops_a_runaway_request() {
 }
 
 #[test]
-fn two_kernels_share_one_sqlite_file() {
-    let dir = std::env::temp_dir().join(format!("ctxk-share-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("store.sqlite");
-    let _ = std::fs::remove_file(&path);
-    let runtime = Runtime::new().unwrap();
-    let mut a = Kernel::with_runtime(runtime.clone(), SqliteStore::open(&path).unwrap());
-    let mut b = Kernel::with_runtime(runtime, SqliteStore::open(&path).unwrap());
-
-    a.append_events(&append_request(0, 2)).unwrap();
-    let seen = b.plan_context(&plan_request()).unwrap();
-    assert_eq!(seen["binding"]["sessionHead"]["seq"], 2, "b sees a's writes");
-    // Both build on seq 2; the second writer loses the race and learns the head.
-    let won = a.append_events(&append_request(2, 1)).unwrap();
-    let lost = b.append_events(&append_request(2, 1)).unwrap_err();
-    assert_eq!(lost.code, ErrorCode::Stale);
-    assert_eq!(lost.detail["currentHead"], won["head"]);
-    // b recomputes from the current head and succeeds.
-    b.append_events(&json!({"schemaVersion": 1, "sessionId": "s1", "expectedHead": won["head"],
-        "items": [item(40, "assistant", "from b")], "now": NOW})).unwrap();
-    let info_a = a.info().unwrap();
-    let info_b = b.info().unwrap();
-    assert_eq!(info_a["store"], info_b["store"]);
-    assert_eq!(info_a["store"]["revision"], 3);
-    assert_eq!(a.plan_context(&plan_request()).unwrap(), b.plan_context(&plan_request()).unwrap());
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn foreign_files_are_not_opened_as_stores() {
-    let dir = std::env::temp_dir().join(format!("ctxk-foreign-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let garbage = dir.join("garbage.sqlite");
-    std::fs::write(&garbage, vec![0x42u8; 8192]).unwrap();
-    assert!(SqliteStore::open(&garbage).is_err());
-    let other = dir.join("other.sqlite");
-    rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE invoices (id INTEGER);").unwrap();
-    let err = SqliteStore::open(&other).err().unwrap().to_string();
-    assert!(err.contains("not a ctxkernel store"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
 fn content_up_to_100_mib_round_trips_through_the_component() {
     let probe = Probe::default();
     let mut kernel = Kernel::new(probe.clone()).unwrap();
@@ -316,52 +255,6 @@ fn provider_compaction_runs_through_the_component() {
     assert_eq!(plan["context"][0]["keep"], "recovery");
 }
 
-#[test]
-fn memory_written_by_one_kernel_is_recalled_by_another() {
-    let dir = std::env::temp_dir().join(format!("ctxk-memory-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("store.sqlite");
-    let _ = std::fs::remove_file(&path);
-    let runtime = Runtime::new().unwrap();
-    let mut writer = Kernel::with_runtime(runtime.clone(), SqliteStore::open(&path).unwrap());
-    let mut reader = Kernel::with_runtime(runtime, SqliteStore::open(&path).unwrap());
-    writer.append_events(&append_request(0, 1)).unwrap();
-    let admin = json!({"kind": "management", "actor": "lead"});
-    // Same slot, same authority: the later `validFrom` supersedes (no last-write-wins).
-    let remember = |kernel: &mut Kernel, content: &str, valid_from: &str| -> String {
-        let proposed = kernel.propose_memory(&json!({"schemaVersion": 1, "now": NOW, "candidates": [{"scope": "project", "scopeId": "p",
-            "category": "fact", "key": "ci.runner", "content": content, "confidence": 0.7, "importance": 0.5, "validFrom": valid_from,
-            "provenance": {"origin": "model"}, "evidenceRefs": [{"kind": "session", "id": "s1", "seq": 1}]}]})).unwrap();
-        let id = proposed["receipts"][0]["memory"]["memoryId"].as_str().unwrap().to_string();
-        kernel.decide_memory(&json!({"schemaVersion": 1, "now": NOW, "memoryId": id, "action": "activate", "authority": admin,
-            "scope": "project", "scopeId": "p"})).unwrap();
-        id
-    };
-    let recall = |kernel: &mut Kernel| -> Vec<String> {
-        let found = kernel.recall_memory(&json!({"schemaVersion": 1, "now": NOW, "query": "which CI runner do we use",
-            "scopes": [{"scope": "project", "scopeId": "p"}], "sink": "model:test"})).unwrap();
-        found["memories"].as_array().unwrap().iter().map(|m| m["content"].as_str().unwrap().to_string()).collect()
-    };
-    remember(&mut writer, "CI runs on the self-hosted runner", "2026-01-01T00:00:00Z");
-    assert_eq!(recall(&mut reader), ["CI runs on the self-hosted runner"]);
-    // The reader's index catches up with the writer's supersession.
-    let newer = remember(&mut writer, "CI runs on the hosted runner since June", "2026-06-01T00:00:00Z");
-    assert_eq!(recall(&mut reader), ["CI runs on the hosted runner since June"]);
-    // A refused transition through the component leaves the file unchanged.
-    let before = reader.info().unwrap()["store"].clone();
-    let err = reader.decide_memory(&json!({"schemaVersion": 1, "now": NOW, "memoryId": newer, "action": "activate",
-        "authority": admin, "scope": "project", "scopeId": "p"})).unwrap_err();
-    assert_eq!(err.code, ErrorCode::IllegalTransition);
-    assert_eq!(writer.info().unwrap()["store"], before);
-    // Deleted by the reader, gone for the writer.
-    let deleted = reader.delete_memory(&json!({"schemaVersion": 1, "now": NOW, "requestId": "forget-ci", "subject": "team",
-        "scope": "project", "scopeId": "p", "selector": {"key": "ci.runner"}, "authority": admin, "fence": 1})).unwrap();
-    assert_eq!(deleted["status"], "complete");
-    assert_eq!(deleted["matched"], 2);
-    assert!(recall(&mut writer).is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
 /// The host opens a read-only transaction for these commands; they must not write.
 #[test]
 fn read_only_commands_write_nothing() {
@@ -391,30 +284,4 @@ fn read_only_commands_write_nothing() {
     }
     reader.get_content(&json!({"schemaVersion": 1, "objectId": put["contentRef"]["objectId"], "sink": "x"}).to_string()).unwrap();
     assert_eq!(probe.with(|s| (s.puts, s.removes)), before);
-}
-
-#[test]
-fn readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error() {
-    let dir = std::env::temp_dir().join(format!("ctxk-busy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("store.sqlite");
-    let _ = std::fs::remove_file(&path);
-    let mut kernel = Kernel::new(SqliteStore::open_with(&path, std::time::Duration::from_millis(300)).unwrap()).unwrap();
-    kernel.append_events(&append_request(0, 2)).unwrap();
-    // Another connection holds the write lock, as a long compaction would.
-    let writer = rusqlite::Connection::open(&path).unwrap();
-    writer.execute_batch("BEGIN IMMEDIATE; UPDATE ctxk_entries SET revision = revision + 1;").unwrap();
-    let started = std::time::Instant::now();
-    assert_eq!(kernel.plan_context(&plan_request()).unwrap()["binding"]["sessionHead"]["seq"], 2);
-    assert_eq!(kernel.read_events(&json!({"schemaVersion": 1, "sessionId": "s1"})).unwrap()["events"].as_array().unwrap().len(), 2);
-    assert_eq!(kernel.info().unwrap()["store"]["revision"], 1, "readers see the last commit, not the open transaction");
-    assert!(started.elapsed().as_millis() < 300, "no read waited for the lock");
-    let started = std::time::Instant::now();
-    let busy = kernel.append_events(&append_request(2, 1)).unwrap_err();
-    assert!(started.elapsed().as_millis() >= 290);
-    assert_eq!(busy.code, ErrorCode::StorageFailure);
-    assert_eq!(busy.message, "cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms");
-    writer.execute_batch("ROLLBACK").unwrap();
-    assert_eq!(kernel.append_events(&append_request(2, 1)).unwrap()["head"]["seq"], 3);
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -1,7 +1,7 @@
 //! Stores implementing the kernel's storage port, with the transactions each
 //! kernel call runs in.
 
-use crate::bindings::ctxkernel::kernel::store::{Entry, PutError};
+use crate::engine::bindings::ctxkernel::kernel::store::{Entry, PutError};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::collections::BTreeMap;
 use std::path::Path;

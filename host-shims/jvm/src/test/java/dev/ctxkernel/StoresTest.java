@@ -13,7 +13,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-class SqliteStoreTest {
+class StoresTest {
     /** Appends one event from another JVM; prints the answer; exits 3 on a kernel error. */
     public static void main(String[] args) throws Exception {
         long from = Long.parseLong(args[1]);
@@ -31,7 +31,7 @@ class SqliteStoreTest {
 
     private static Process child(Path store, long from) throws Exception {
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        return new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), SqliteStoreTest.class.getName(), store.toString(), String.valueOf(from))
+        return new ProcessBuilder(java, "-cp", System.getProperty("java.class.path"), StoresTest.class.getName(), store.toString(), String.valueOf(from))
                 .redirectError(ProcessBuilder.Redirect.INHERIT)
                 .start();
     }

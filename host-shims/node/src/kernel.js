@@ -1,0 +1,197 @@
+// The typed API: one method per kernel command. Every command runs inside one
+// store transaction: committed when the kernel answers, rolled back when it
+// answers an error, traps, or the store throws. A command that only reads
+// takes no write lock.
+
+import { instantiateKernel } from './engine.js';
+import { KernelError } from './errors.js';
+import { parseJson, stringifyJson } from './json.js';
+import { drive } from './provider.js';
+import { MemoryStore } from './stores.js';
+
+/** The kernel's JSON commands, as named in the WIT. */
+export const COMMANDS = [
+  'info',
+  'plan-context',
+  'append-events',
+  'read-events',
+  'compact-context',
+  'continue-operation',
+  'reconcile',
+  'read-kernel-events',
+  'propose-memory',
+  'consolidate-memory',
+  'decide-memory',
+  'delete-memory',
+  'purge-memory',
+  'read-memory',
+  'recall-memory',
+  'resident-snapshot',
+];
+
+/** Commands that only read: their transaction takes no write lock. */
+const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot']);
+
+/** What every host answers when the kernel traps (the trap's own text differs per engine). */
+const TRAPPED = 'the kernel trapped; the call was rolled back';
+
+/**
+ * A request as the kernel gets it: text as given, an object as JSON. The
+ * encoder would replace a lone surrogate with U+FFFD; refuse it instead.
+ */
+function requestText(request) {
+  const text = typeof request === 'string' ? request : stringifyJson(request);
+  if (!text.isWellFormed()) throw new KernelError('invalid-request', 'the request is not valid Unicode: it holds a lone surrogate');
+  return text;
+}
+
+/** One kernel instance over one store. */
+export class Kernel {
+  #store;
+  #exports = null;
+
+  /** @param store a MemoryStore, a SqliteStore, or any object with the same methods. */
+  constructor(store = new MemoryStore()) {
+    this.#store = store;
+  }
+
+  get store() {
+    return this.#store;
+  }
+
+  /**
+   * Runs one JSON command, or `put-content` with its `bytes`; returns the
+   * kernel's canonical JSON text verbatim. Text requests are sent as given.
+   */
+  call(command, request, bytes) {
+    if (command === 'put-content' && bytes !== undefined) {
+      const text = requestText(request);
+      return this.#transact(command, (kernel) => kernel.putContent(text, bytes));
+    }
+    if (!COMMANDS.includes(command)) throw new KernelError('invalid-request', `no command \`${command}\``);
+    const name = command.replace(/-(\w)/g, (_, c) => c.toUpperCase());
+    const text = requestText(request);
+    return this.#transact(command, (kernel) => kernel[name](text));
+  }
+
+  #json(command, request) {
+    return parseJson(this.call(command, request));
+  }
+
+  info() {
+    return this.#json('info', { schemaVersion: 1 });
+  }
+  planContext(request) {
+    return this.#json('plan-context', request);
+  }
+  appendEvents(request) {
+    return this.#json('append-events', request);
+  }
+  readEvents(request) {
+    return this.#json('read-events', request);
+  }
+  compactContext(request) {
+    return this.#json('compact-context', request);
+  }
+  continueOperation(request) {
+    return this.#json('continue-operation', request);
+  }
+  reconcile(request) {
+    return this.#json('reconcile', request);
+  }
+  readKernelEvents(request = { schemaVersion: 1 }) {
+    return this.#json('read-kernel-events', request);
+  }
+  proposeMemory(request) {
+    return this.#json('propose-memory', request);
+  }
+  consolidateMemory(request) {
+    return this.#json('consolidate-memory', request);
+  }
+  decideMemory(request) {
+    return this.#json('decide-memory', request);
+  }
+  deleteMemory(request) {
+    return this.#json('delete-memory', request);
+  }
+  purgeMemory(request) {
+    return this.#json('purge-memory', request);
+  }
+  readMemory(request) {
+    return this.#json('read-memory', request);
+  }
+  recallMemory(request) {
+    return this.#json('recall-memory', request);
+  }
+  residentSnapshot(request) {
+    return this.#json('resident-snapshot', request);
+  }
+
+  /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */
+  putContent(request, bytes) {
+    return parseJson(this.call('put-content', request, bytes));
+  }
+
+  /** The stored bytes, verified against their digest by the kernel. */
+  getContent(request) {
+    const text = requestText(request);
+    return this.#transact('get-content', (kernel) => kernel.getContent(text));
+  }
+
+  /**
+   * Compacts, driving the provider loop: while the kernel is awaiting a
+   * provider, `provider(providerRequest)` is awaited and its answer handed
+   * back. A provider that throws is a failed call; one that throws
+   * `ProviderOutcomeUnknown` leaves the outcome unknown (`reconcile` it);
+   * an `AbortError` cancels the operation.
+   */
+  compact(request, provider, { clock } = {}) {
+    return drive(this, this.compactContext(request), provider, clock);
+  }
+
+  /** Extracts candidate memories from a session, driving the provider loop like `compact`. */
+  consolidate(request, provider, { clock } = {}) {
+    return drive(this, this.consolidateMemory(request), provider, clock);
+  }
+
+  #instance() {
+    this.#exports ??= instantiateKernel(this.#store);
+    return this.#exports;
+  }
+
+  #transact(command, run) {
+    const kernel = this.#instance();
+    try {
+      this.#store.begin(!READ_ONLY.has(command));
+    } catch (e) {
+      throw new KernelError('storage-failure', `cannot begin a transaction: ${e.message}`, '{}', { cause: e });
+    }
+    let result;
+    try {
+      result = run(kernel);
+    } catch (e) {
+      this.#rollback();
+      const payload = e?.payload;
+      if (payload && typeof payload.code === 'string') throw new KernelError(payload.code, payload.message, payload.detail);
+      // A trap or a host exception: this instance may be broken; the next call gets a fresh one.
+      this.#exports = null;
+      if (e instanceof WebAssembly.RuntimeError) throw new KernelError('internal', TRAPPED, '{}', { cause: e });
+      throw e;
+    }
+    try {
+      this.#store.commit();
+    } catch (e) {
+      this.#rollback();
+      throw new KernelError('storage-failure', `commit failed: ${e.message}`, '{}', { cause: e });
+    }
+    return result;
+  }
+
+  #rollback() {
+    try {
+      this.#store.rollback();
+    } catch {
+      // The transaction is gone either way.
+    }
+  }
+}
