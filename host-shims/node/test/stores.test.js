@@ -61,12 +61,11 @@ test('readers never wait on a writer, and a busy writer gets a typed error', asy
     const writer = new Database(path);
     writer.exec('BEGIN IMMEDIATE');
     writer.exec('UPDATE ctxk_entries SET revision = revision + 1');
-    let started = performance.now();
+    // The lock is held throughout: a read that waited for it would fail busy.
     assert.equal(kernel.planContext(planRequest).binding.sessionHead.seq, 2);
     assert.equal(kernel.readEvents({ schemaVersion: 1, sessionId: 's1' }).events.length, 2);
     assert.equal(kernel.info().store.revision, 1, 'readers see the last commit, not the open transaction');
-    assert.ok(performance.now() - started < 300, 'no read waited for the lock');
-    started = performance.now();
+    const started = performance.now();
     assert.throws(() => kernel.appendEvents(appendRequest(2, 1)), (e) => e instanceof KernelError && e.code === 'storage-failure'
       && e.message === 'storage-failure: cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms');
     assert.ok(performance.now() - started >= 290);

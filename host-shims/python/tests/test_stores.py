@@ -66,11 +66,10 @@ def test_readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error(tmp
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     writer.execute("UPDATE ctxk_entries SET revision = revision + 1")
-    started = time.monotonic()
+    # The lock is held throughout: a read that waited for it would fail busy.
     assert kernel.plan_context(PLAN)["binding"]["sessionHead"]["seq"] == 2
     assert len(kernel.read_events({"schemaVersion": 1, "sessionId": "s1"})["events"]) == 2
     assert kernel.info()["store"]["revision"] == 1, "readers see the last commit, not the open transaction"
-    assert time.monotonic() - started < 0.3, "no read waited for the lock"
     started = time.monotonic()
     with pytest.raises(KernelError) as raised:
         kernel.append_events(append_request(2, 1))

@@ -61,11 +61,10 @@ fn readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error() {
     // Another connection holds the write lock, as a long compaction would.
     let writer = rusqlite::Connection::open(&path).unwrap();
     writer.execute_batch("BEGIN IMMEDIATE; UPDATE ctxk_entries SET revision = revision + 1;").unwrap();
-    let started = std::time::Instant::now();
+    // The lock is held throughout: a read that waited for it would fail busy.
     assert_eq!(kernel.plan_context(&plan_request()).unwrap()["binding"]["sessionHead"]["seq"], 2);
     assert_eq!(kernel.read_events(&json!({"schemaVersion": 1, "sessionId": "s1"})).unwrap()["events"].as_array().unwrap().len(), 2);
     assert_eq!(kernel.info().unwrap()["store"]["revision"], 1, "readers see the last commit, not the open transaction");
-    assert!(started.elapsed().as_millis() < 300, "no read waited for the lock");
     let started = std::time::Instant::now();
     let busy = kernel.append_events(&append_request(2, 1)).unwrap_err();
     assert!(started.elapsed().as_millis() >= 290);

@@ -1,5 +1,6 @@
 //! The context item: the smallest unit that can enter a model's context,
-//! with its kind, role, trust, tool calls and results, and its decoder.
+//! with its kind, role, trust, tool calls and results, and its decoder; and
+//! the budget partition an item lands in, which its trust can only lower.
 
 use crate::canonical::{self, Timestamp};
 use crate::error::{ErrorCode, KernelError, Result};

@@ -80,12 +80,11 @@ class StoresTest {
             // Another connection holds the write lock, as a long compaction would.
             writer.createStatement().execute("BEGIN IMMEDIATE");
             writer.createStatement().execute("UPDATE ctxk_entries SET revision = revision + 1");
-            long started = System.nanoTime();
+            // The lock is held throughout: a read that waited for it would fail busy.
             assertEquals(2, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq());
             assertEquals(2, kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1")).events().size());
             assertEquals(1, kernel.info().store().revision(), "readers see the last commit, not the open transaction");
-            assertTrue(System.nanoTime() - started < 300_000_000L, "no read waited for the lock");
-            started = System.nanoTime();
+            long started = System.nanoTime();
             KernelException busy = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(2, 1)));
             assertTrue(System.nanoTime() - started >= 290_000_000L);
             assertEquals(ErrorCode.STORAGE_FAILURE, busy.code());
