@@ -15,15 +15,13 @@ use crate::memory;
 use crate::memory::consolidation::{self, ConsolidateRequest};
 use crate::planner::{self, PlanInputs, PlanPolicy, PlanRequest};
 use crate::recall;
-use crate::session::{self, Candidate, LogTables, ReadEventsRequest, SessionLog};
+use crate::session::{self, LogTables, ReadEventsRequest, SessionLog};
 use crate::store::{Db, Store};
 use crate::wire;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
 
 /// Largest request envelope accepted, in bytes.
 pub const MAX_REQUEST_BYTES: usize = 64 << 20;
@@ -167,54 +165,68 @@ impl Kernel {
     /// `put-content` and `get-content` carry bytes: use [`Kernel::put_content`]
     /// and [`Kernel::get_content`].
     pub fn call(&mut self, store: &mut dyn Store, command: Command, request: &str) -> Result<String> {
+        // Each command runs in a function of its own: inlined into this
+        // dispatch, they made one function too large for the JVM host to compile.
         self.run(store, request, |kernel, db| match command {
-            Command::Info => encode(&kernel.info(db, decode(request)?)?),
-            Command::PlanContext => kernel.plan(db, decode(request)?)?.to_json(),
-            Command::AppendEvents => encode(&session::append(db, decode(request)?)?),
-            Command::ReadEvents => encode(&session::read(db, decode::<ReadEventsRequest>(request)?)?),
-            Command::CompactContext => {
-                let request: CompactRequest = decode(request)?;
-                let log = kernel.session(db, &request.session_id)?;
-                encode(&compaction::compact(db, log, request)?)
-            }
-            Command::ContinueOperation => {
-                let request: ContinueRequest = decode(request)?;
-                if request.operation_id.starts_with("ext-") {
-                    check_version("request", request.schema_version)?;
-                    let session = consolidation::session_of(db, &request.operation_id)?;
-                    let log = kernel.session(db, &session)?;
-                    return encode(&consolidation::resume(db, log, &request.operation_id, &request.now, request.response)?);
-                }
-                let log = kernel.operation_session(db, &request.operation_id)?;
-                encode(&compaction::resume(db, log, request)?)
-            }
-            Command::Reconcile => {
-                let request: ReconcileRequest = decode(request)?;
-                if request.operation_id.starts_with("del-") {
-                    check_version("request", request.schema_version)?;
-                    return encode(&memory::settle_deletion(db, &request.operation_id, &request.replicas)?);
-                }
-                let log = kernel.operation_session(db, &request.operation_id)?;
-                encode(&compaction::reconcile(db, log, request)?)
-            }
-            Command::ReadKernelEvents => encode(&events::read(db, decode(request)?)?),
-            Command::ProposeMemory => encode(&memory::propose(db, decode(request)?)?),
-            Command::ConsolidateMemory => {
-                let request: ConsolidateRequest = decode(request)?;
-                let log = kernel.session(db, &request.session_id)?;
-                encode(&consolidation::consolidate(db, log, request)?)
-            }
-            Command::DecideMemory => encode(&memory::decide(db, decode(request)?)?),
-            Command::DeleteMemory => encode(&memory::delete(db, decode(request)?)?),
-            Command::PurgeMemory => encode(&memory::purge(db, decode(request)?)?),
-            Command::ReadMemory => encode(&memory::read(db, decode(request)?)?),
-            Command::RecallMemory => encode(&recall::recall(db, &mut kernel.index, decode(request)?)?),
-            Command::ResidentSnapshot => encode(&recall::resident(db, &mut kernel.index, decode(request)?)?),
+            Command::Info => kernel.info(db, request),
+            Command::PlanContext => kernel.plan(db, request),
+            Command::AppendEvents => step(db, request, session::append),
+            Command::ReadEvents => step(db, request, |db, r: ReadEventsRequest| session::read(db, r)),
+            Command::CompactContext => kernel.compact(db, request),
+            Command::ContinueOperation => kernel.continue_operation(db, request),
+            Command::Reconcile => kernel.reconcile(db, request),
+            Command::ReadKernelEvents => step(db, request, events::read),
+            Command::ProposeMemory => step(db, request, memory::propose),
+            Command::ConsolidateMemory => kernel.consolidate(db, request),
+            Command::DecideMemory => step(db, request, memory::decide),
+            Command::DeleteMemory => step(db, request, memory::delete),
+            Command::PurgeMemory => step(db, request, memory::purge),
+            Command::ReadMemory => step(db, request, memory::read),
+            Command::RecallMemory => step(db, request, |db, r| recall::recall(db, &mut kernel.index, r)),
+            Command::ResidentSnapshot => step(db, request, |db, r| recall::resident(db, &mut kernel.index, r)),
             Command::PutContent | Command::GetContent => Err(KernelError::invalid(format!(
                 "`{}` carries bytes; call it through its own entry point",
                 command.name()
             ))),
         })
+    }
+
+    #[inline(never)]
+    fn compact(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: CompactRequest = decode(request)?;
+        let log = self.session(db, &request.session_id)?;
+        encode(&compaction::compact(db, log, request)?)
+    }
+
+    #[inline(never)]
+    fn continue_operation(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: ContinueRequest = decode(request)?;
+        if request.operation_id.starts_with("ext-") {
+            check_version("request", request.schema_version)?;
+            let session = consolidation::session_of(db, &request.operation_id)?;
+            let log = self.session(db, &session)?;
+            return encode(&consolidation::resume(db, log, &request.operation_id, &request.now, request.response)?);
+        }
+        let log = self.operation_session(db, &request.operation_id)?;
+        encode(&compaction::resume(db, log, request)?)
+    }
+
+    #[inline(never)]
+    fn reconcile(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: ReconcileRequest = decode(request)?;
+        if request.operation_id.starts_with("del-") {
+            check_version("request", request.schema_version)?;
+            return encode(&memory::settle_deletion(db, &request.operation_id, &request.replicas)?);
+        }
+        let log = self.operation_session(db, &request.operation_id)?;
+        encode(&compaction::reconcile(db, log, request)?)
+    }
+
+    #[inline(never)]
+    fn consolidate(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: ConsolidateRequest = decode(request)?;
+        let log = self.session(db, &request.session_id)?;
+        encode(&consolidation::consolidate(db, log, request)?)
     }
 
     /// `put-content`: stores `content` and returns its ContentRef.
@@ -252,9 +264,11 @@ impl Kernel {
         }
     }
 
-    fn info(&mut self, db: &mut Db, request: InfoRequest) -> Result<InfoResponse> {
+    #[inline(never)]
+    fn info(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: InfoRequest = decode(request)?;
         check_version("request", request.schema_version)?;
-        Ok(InfoResponse {
+        encode(&InfoResponse {
             schema_version: SCHEMA_VERSION,
             kernel: KernelIdentity { name: "ctxkernel".into(), version: env!("CARGO_PKG_VERSION").into() },
             schema_versions: vec![SCHEMA_VERSION],
@@ -271,7 +285,9 @@ impl Kernel {
         })
     }
 
-    fn plan(&mut self, db: &mut Db, mut request: PlanRequest) -> Result<planner::ContextPlan> {
+    #[inline(never)]
+    fn plan(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let mut request: PlanRequest = decode(request)?;
         let (policy, input) = planner::admit(&request)?;
         let mut candidates = planner::normalize_inline(std::mem::take(&mut request.items), &policy)?;
         let mut inline_ids = BTreeSet::new();
@@ -295,7 +311,7 @@ impl Kernel {
             None => (None, &no_log),
         };
         let memory_revision = db.memory_revision()?;
-        planner::plan(&request, &policy, input, PlanInputs { candidates, log, session, memory_revision })
+        planner::plan(&request, &policy, input, PlanInputs { candidates, log, session, memory_revision })?.to_json()
     }
 
     /// A session's log, from the cache when its head still matches,
@@ -310,36 +326,9 @@ impl Kernel {
         let cached = self.sessions.remove(id).filter(|c| c.log.head.seq <= head.seq);
         let mut log = match cached {
             Some(c) => c.log,
-            None => SessionLog {
-                head: session::genesis(id)?,
-                items: Vec::new(),
-                compactions: Vec::new(),
-                tables: LogTables::default(),
-            },
+            None => SessionLog::new(id)?,
         };
-        if log.head != head {
-            let events = session::load(db, id, log.head.seq, usize::MAX)?;
-            let (reached, payloads) = session::verify_chain(id, &log.head, &events)?;
-            if reached != head {
-                return Err(KernelError::new(
-                    ErrorCode::DigestMismatch,
-                    format!("session `{id}`: its events do not add up to its head"),
-                )
-                .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
-            }
-            for (event, payload) in events.into_iter().zip(payloads) {
-                match (event.item, event.compaction) {
-                    (Some(item), _) => {
-                        let canonical = RawValue::from_string(payload)
-                            .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
-                        log.push(Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into())));
-                    }
-                    (None, Some(record)) => log.compactions.push((event.seq, Rc::new(*record))),
-                    (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
-                }
-            }
-            log.head = head;
-        }
+        log.catch_up(db, id, head)?;
         if self.sessions.len() >= CACHED_SESSIONS {
             let oldest = self.sessions.iter().min_by_key(|(_, c)| c.used).map(|(k, _)| k.clone());
             oldest.map(|k| self.sessions.remove(&k));
@@ -432,6 +421,13 @@ fn foreign_version(request: &str) -> Option<u64> {
         .chain(envelope.items.into_iter().map(|i| i.schema_version))
         .flatten()
         .find(|v| *v != u64::from(SCHEMA_VERSION))
+}
+
+/// One command that needs no kernel state: decode, run, encode. Each is
+/// its own function (see [`Kernel::call`]).
+#[inline(never)]
+fn step<Q: DeserializeOwned, A: Serialize>(db: &mut Db, request: &str, command: impl FnOnce(&mut Db, Q) -> Result<A>) -> Result<String> {
+    encode(&command(db, decode(request)?)?)
 }
 
 #[inline(never)]

@@ -5,7 +5,7 @@
 use crate::canonical::{self, Timestamp};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::tokens;
-use super::{check_id, check_sinks, check_version, ContentRef, Provenance, Scope, Sensitivity, SourceRef};
+use super::{check_id, check_sinks, check_version, put, required, ContentRef, Provenance, Scope, Sensitivity, SourceRef};
 
 label! {
 /// What an item is; decides its budget partition.
@@ -294,17 +294,6 @@ struct ItemFields {
 
 impl ItemFields {
     fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: ItemKey, map: &mut A) -> std::result::Result<(), A::Error> {
-        fn put<'de, T: serde::Deserialize<'de>, A: serde::de::MapAccess<'de>>(
-            slot: &mut Option<T>,
-            name: &'static str,
-            map: &mut A,
-        ) -> std::result::Result<(), A::Error> {
-            if slot.is_some() {
-                return Err(serde::de::Error::duplicate_field(name));
-            }
-            *slot = Some(map.next_value()?);
-            Ok(())
-        }
         match key {
             ItemKey::AllowedSinks => put(&mut self.allowed_sinks, "allowedSinks", map),
             ItemKey::Anchor => put(&mut self.anchor, "anchor", map),
@@ -336,9 +325,6 @@ impl ItemFields {
 
     /// The item, or the first missing required field in declaration order.
     fn finish<E: serde::de::Error>(self) -> std::result::Result<ContextItem, E> {
-        fn required<T, E: serde::de::Error>(slot: Option<T>, name: &'static str) -> std::result::Result<T, E> {
-            slot.ok_or_else(|| E::missing_field(name))
-        }
         Ok(ContextItem {
             allowed_sinks: required(self.allowed_sinks, "allowedSinks")?,
             anchor: self.anchor.flatten(),

@@ -57,6 +57,25 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// A written-out decoder's step: the next value into its field's slot, or
+/// the derived decoder's `duplicate field` error.
+fn put<'de, T: serde::Deserialize<'de>, A: serde::de::MapAccess<'de>>(
+    slot: &mut Option<T>,
+    name: &'static str,
+    map: &mut A,
+) -> std::result::Result<(), A::Error> {
+    if slot.is_some() {
+        return Err(serde::de::Error::duplicate_field(name));
+    }
+    *slot = Some(map.next_value()?);
+    Ok(())
+}
+
+/// A written-out decoder's required field, or the derived decoder's `missing field` error.
+fn required<T, E: serde::de::Error>(slot: Option<T>, name: &'static str) -> std::result::Result<T, E> {
+    slot.ok_or_else(|| E::missing_field(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

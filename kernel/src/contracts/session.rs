@@ -2,7 +2,7 @@
 
 use crate::canonical::Timestamp;
 use std::rc::Rc;
-use super::{ContentRef, ContextItem, Usage};
+use super::{put, required, ContentRef, ContextItem, Usage};
 
 contract! {
 /// A session log's head: how many events it has and the chain digest over them.
@@ -60,8 +60,11 @@ pub struct Externalized {
 }
 }
 
-contract! {
 /// A committed compaction, as it is appended to the session log.
+// Its decoder is written out below rather than derived.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CompactionRecord {
     /// The archive of the compacted span and every externalized object.
     pub artifact_refs: Vec<ContentRef>,
@@ -91,4 +94,129 @@ pub struct CompactionRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
 }
+
+/// `CompactionRecord`'s decoder. Derived, it was one function of about 15 KB
+/// on the JVM host, past what HotSpot compiles (no method over 8 000 bytes),
+/// and every plan of a compacted session decodes its records. Written out as
+/// `ContextItem`'s is, with the derived decoder's messages.
+impl<'de> serde::Deserialize<'de> for CompactionRecord {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = CompactionRecord;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("struct CompactionRecord")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<CompactionRecord, A::Error> {
+                let mut fields = RecordFields::default();
+                while let Some(key) = map.next_key()? {
+                    fields.read(key, &mut map)?;
+                }
+                fields.finish()
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum RecordKey {
+    ArtifactRefs,
+    CommittedAt,
+    CompactionId,
+    CutSeq,
+    Degraded,
+    Externalized,
+    InputDigest,
+    InputHead,
+    Metrics,
+    ModelProfile,
+    OperationId,
+    OutputDigest,
+    PolicyVersion,
+    Preserved,
+    SessionId,
+    StartedAt,
+    Strategy,
+    Summary,
+    Usage,
+}
+
+/// The fields of a `CompactionRecord` read so far.
+#[derive(Default)]
+struct RecordFields {
+    artifact_refs: Option<Vec<ContentRef>>,
+    committed_at: Option<Timestamp>,
+    compaction_id: Option<String>,
+    cut_seq: Option<u64>,
+    degraded: Option<bool>,
+    externalized: Option<Vec<Externalized>>,
+    input_digest: Option<String>,
+    input_head: Option<Head>,
+    metrics: Option<CompactionMetrics>,
+    model_profile: Option<String>,
+    operation_id: Option<String>,
+    output_digest: Option<String>,
+    policy_version: Option<String>,
+    preserved: Option<Vec<u64>>,
+    session_id: Option<String>,
+    started_at: Option<Timestamp>,
+    strategy: Option<Strategy>,
+    summary: Option<Option<Rc<ContextItem>>>,
+    usage: Option<Option<Usage>>,
+}
+
+impl RecordFields {
+    // Out of line, as the decoder's loop would otherwise take in every arm.
+    #[inline(never)]
+    fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: RecordKey, map: &mut A) -> std::result::Result<(), A::Error> {
+        match key {
+            RecordKey::ArtifactRefs => put(&mut self.artifact_refs, "artifactRefs", map),
+            RecordKey::CommittedAt => put(&mut self.committed_at, "committedAt", map),
+            RecordKey::CompactionId => put(&mut self.compaction_id, "compactionId", map),
+            RecordKey::CutSeq => put(&mut self.cut_seq, "cutSeq", map),
+            RecordKey::Degraded => put(&mut self.degraded, "degraded", map),
+            RecordKey::Externalized => put(&mut self.externalized, "externalized", map),
+            RecordKey::InputDigest => put(&mut self.input_digest, "inputDigest", map),
+            RecordKey::InputHead => put(&mut self.input_head, "inputHead", map),
+            RecordKey::Metrics => put(&mut self.metrics, "metrics", map),
+            RecordKey::ModelProfile => put(&mut self.model_profile, "modelProfile", map),
+            RecordKey::OperationId => put(&mut self.operation_id, "operationId", map),
+            RecordKey::OutputDigest => put(&mut self.output_digest, "outputDigest", map),
+            RecordKey::PolicyVersion => put(&mut self.policy_version, "policyVersion", map),
+            RecordKey::Preserved => put(&mut self.preserved, "preserved", map),
+            RecordKey::SessionId => put(&mut self.session_id, "sessionId", map),
+            RecordKey::StartedAt => put(&mut self.started_at, "startedAt", map),
+            RecordKey::Strategy => put(&mut self.strategy, "strategy", map),
+            RecordKey::Summary => put(&mut self.summary, "summary", map),
+            RecordKey::Usage => put(&mut self.usage, "usage", map),
+        }
+    }
+
+    /// The record, or the first missing required field in declaration order.
+    #[inline(never)]
+    fn finish<E: serde::de::Error>(self) -> std::result::Result<CompactionRecord, E> {
+        Ok(CompactionRecord {
+            artifact_refs: required(self.artifact_refs, "artifactRefs")?,
+            committed_at: required(self.committed_at, "committedAt")?,
+            compaction_id: required(self.compaction_id, "compactionId")?,
+            cut_seq: required(self.cut_seq, "cutSeq")?,
+            degraded: required(self.degraded, "degraded")?,
+            externalized: required(self.externalized, "externalized")?,
+            input_digest: required(self.input_digest, "inputDigest")?,
+            input_head: required(self.input_head, "inputHead")?,
+            metrics: required(self.metrics, "metrics")?,
+            model_profile: required(self.model_profile, "modelProfile")?,
+            operation_id: required(self.operation_id, "operationId")?,
+            output_digest: required(self.output_digest, "outputDigest")?,
+            policy_version: required(self.policy_version, "policyVersion")?,
+            preserved: required(self.preserved, "preserved")?,
+            session_id: required(self.session_id, "sessionId")?,
+            started_at: required(self.started_at, "startedAt")?,
+            strategy: required(self.strategy, "strategy")?,
+            summary: self.summary.flatten(),
+            usage: self.usage.flatten(),
+        })
+    }
 }

@@ -39,25 +39,7 @@ pub(super) fn finish(
     dropped: Dropped,
     pending_tool_calls: Vec<PendingToolCall>,
 ) -> Result<ContextPlan> {
-    let mut kept = [0u32; 7];
-    let mut not_kept = [0u32; 7];
-    for item in &context {
-        kept[item.partition as usize] += 1;
-    }
-    for item in dropped.iter() {
-        not_kept[item.partition as usize] += 1;
-    }
-    let partitions = PARTITIONS
-        .map(|p| PartitionUsage {
-            name: p,
-            minimum: budget.minimum(p),
-            ceiling: budget.ceiling(p),
-            must_keep: budget.must_keep[p as usize],
-            used: budget.used[p as usize],
-            kept: kept[p as usize],
-            dropped: not_kept[p as usize],
-        })
-        .to_vec();
+    let partitions = usage(budget, &context, &dropped);
     let used: u64 = budget.used.iter().sum();
     let reserved = budget.held[Partition::Reserve as usize];
     let model = &request.model;
@@ -98,11 +80,36 @@ pub(super) fn finish(
     Ok(plan)
 }
 
+/// Each partition's account: its bounds, what it used and kept, what it dropped.
+#[inline(never)]
+fn usage(budget: &Budget, context: &[PlannedItem], dropped: &Dropped) -> Vec<PartitionUsage> {
+    let mut kept = [0u32; 7];
+    let mut not_kept = [0u32; 7];
+    for item in context {
+        kept[item.partition as usize] += 1;
+    }
+    for item in dropped.iter() {
+        not_kept[item.partition as usize] += 1;
+    }
+    PARTITIONS
+        .map(|p| PartitionUsage {
+            name: p,
+            minimum: budget.minimum(p),
+            ceiling: budget.ceiling(p),
+            must_keep: budget.must_keep[p as usize],
+            used: budget.used[p as usize],
+            kept: kept[p as usize],
+            dropped: not_kept[p as usize],
+        })
+        .to_vec()
+}
+
 /// What a plan's digest is taken over: canonical JSON of every decision, the
 /// kept items by their own digests rather than their bodies, the dropped ones
 /// through `recovery.droppedDigest` —
 /// `{"binding","budget","context":[[itemId,seq,digest,partition,tokens,keep,demoted],…],"now","partitions","pendingToolCalls","recovery"}`.
 /// The kept items' tuples are written here, the rest by serde (see `to_json`).
+#[inline(never)]
 fn digest_form(plan: &ContextPlan) -> Result<Vec<u8>> {
     let mut out = Vec::with_capacity(4096 + 128 * plan.context.len());
     let mut number = itoa::Buffer::new();

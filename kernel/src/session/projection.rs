@@ -2,11 +2,15 @@
 //! model sees of it.
 
 use crate::contracts::{CompactionRecord, ContentRef, ContextItem, Head};
-use crate::session::Candidate;
+use crate::error::{ErrorCode, KernelError, Result};
+use crate::store::Db;
 use crate::tokens;
+use serde_json::json;
+use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
-use super::candidate::LogTables;
+use super::candidate::{Candidate, LogTables};
+use super::log::{genesis, load, verify_chain};
 
 /// A session as the kernel holds it: its item events and its compactions.
 pub struct SessionLog {
@@ -17,6 +21,40 @@ pub struct SessionLog {
 }
 
 impl SessionLog {
+    /// A session with no events yet.
+    pub fn new(id: &str) -> Result<SessionLog> {
+        Ok(SessionLog { head: genesis(id)?, items: Vec::new(), compactions: Vec::new(), tables: LogTables::default() })
+    }
+
+    /// Reads the events after this log's head up to `head`, checking that
+    /// the chain adds up to it. Out of line: it walks every new event, and
+    /// the JVM host compiles it only while it stays under HotSpot's size limit.
+    #[inline(never)]
+    pub fn catch_up(&mut self, db: &mut Db, id: &str, head: Head) -> Result<()> {
+        if self.head == head {
+            return Ok(());
+        }
+        let events = load(db, id, self.head.seq, usize::MAX)?;
+        let (reached, payloads) = verify_chain(id, &self.head, &events)?;
+        if reached != head {
+            return Err(KernelError::new(ErrorCode::DigestMismatch, format!("session `{id}`: its events do not add up to its head"))
+                .with_detail(json!({"sessionId": id, "head": head, "events": reached})));
+        }
+        for (event, payload) in events.into_iter().zip(payloads) {
+            match (event.item, event.compaction) {
+                (Some(item), _) => {
+                    let canonical = RawValue::from_string(payload)
+                        .map_err(|e| KernelError::internal(format!("an item's canonical JSON does not read back: {e}")))?;
+                    self.push(Candidate::new(Rc::new(item), Some(event.seq), Some(canonical.into())));
+                }
+                (None, Some(record)) => self.compactions.push((event.seq, Rc::new(*record))),
+                (None, None) => return Err(KernelError::storage(format!("session `{id}` event {} is empty", event.seq))),
+            }
+        }
+        self.head = head;
+        Ok(())
+    }
+
     /// Adds an item event's candidate.
     pub fn push(&mut self, candidate: Candidate) {
         self.items.push(self.tables.log(candidate));
