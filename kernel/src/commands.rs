@@ -155,7 +155,7 @@ struct CachedSession {
 #[derive(Default)]
 pub struct Kernel {
     clock: u64,
-    index: recall::Index,
+    index: recall::Postings,
     seen_revision: Option<u64>,
     sessions: BTreeMap<String, CachedSession>,
 }

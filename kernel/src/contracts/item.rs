@@ -557,7 +557,7 @@ impl Partition {
 /// The partition an item lands in, and whether that is lower than its kind
 /// claims. Only evidence holds external or untrusted content, whatever kind,
 /// pin or interaction it claims: trust never rises by labelling.
-pub fn partition_of(item: &ContextItem) -> (Partition, bool) {
+pub(crate) fn partition_of(item: &ContextItem) -> (Partition, bool) {
     let claimed = match item.kind {
         _ if item.summary_of.is_some() => Partition::Conversation,
         ItemKind::SystemPolicy => Partition::System,

@@ -2,10 +2,11 @@
 //! the kernel. Each carries `schemaVersion`; an unknown version is
 //! `unsupported-schema`. Field names are camelCase on the wire.
 //!
-//! - `item` — the context item: kinds, roles, trust, tool calls and results
+//! - `item` — the context item: kinds, roles, trust, tool calls and results,
+//!   and the budget partition an item lands in
 //! - `provenance` — where a thing came from and where its content is kept
 //! - `policy` — who may see what: sensitivity, scopes, sinks, retention
-//! - `memory` — the memory record and its states
+//! - `memory` — the memory record, its states, a replica's report on a deletion
 //! - `session` — the session log's head and the compaction records it holds
 //! - `provider` — what the kernel asks a host's model, and the answer
 
@@ -95,6 +96,35 @@ mod tests {
 
     const LIMITS: ItemLimits = ItemLimits { max_item_bytes: 1024 };
 
+
+    #[test]
+    fn the_compaction_record_decoder_answers_as_a_derived_one() {
+        let record = json!({
+            "artifactRefs": [], "committedAt": "2026-06-01T12:00:00Z", "compactionId": "cmp-1", "cutSeq": 3, "degraded": false,
+            "externalized": [], "inputDigest": "d", "inputHead": {"digest": "h", "seq": 3},
+            "metrics": {"degraded": false, "durationMs": 0, "externalizedBytes": 0, "externalizedItems": 0, "inputTokens": 9,
+                "outputTokens": 4, "ratioPermille": 444, "spanEvents": 3, "strategy": "local", "withheld": 0},
+            "modelProfile": "m", "operationId": "op-1", "outputDigest": "o", "policyVersion": "v", "preserved": [1],
+            "sessionId": "s1", "startedAt": "2026-06-01T12:00:00Z", "strategy": "local"
+        });
+        let decoded: CompactionRecord = serde_json::from_value(record.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&decoded).unwrap(), record);
+        let mut nulls = record.clone();
+        nulls["summary"] = serde_json::Value::Null;
+        nulls["usage"] = serde_json::Value::Null;
+        assert_eq!(serde_json::from_value::<CompactionRecord>(nulls).unwrap(), decoded);
+
+        let error = |text: String| serde_json::from_str::<CompactionRecord>(&text).unwrap_err().to_string();
+        let mut unknown = record.clone();
+        unknown["extra"] = json!(1);
+        assert!(error(unknown.to_string()).starts_with("unknown field `extra`, expected one of `artifactRefs`, `committedAt`"));
+        let mut missing = record.clone();
+        missing.as_object_mut().unwrap().remove("cutSeq");
+        assert!(error(missing.to_string()).starts_with("missing field `cutSeq`"));
+        assert!(error(record.to_string().replacen('{', r#"{"cutSeq":1,"#, 1)).starts_with("duplicate field `cutSeq`"));
+        // A null optional field still counts as given.
+        assert!(error(record.to_string().replacen('{', r#"{"usage":null,"usage":null,"#, 1)).starts_with("duplicate field `usage`"));
+    }
     #[test]
     fn the_item_decoder_names_what_is_wrong() {
         let item = serde_json::to_value(message("hi")).unwrap();

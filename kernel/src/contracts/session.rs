@@ -98,7 +98,8 @@ pub struct CompactionRecord {
 /// `CompactionRecord`'s decoder. Derived, it was one function of about 15 KB
 /// on the JVM host, past what HotSpot compiles (no method over 8 000 bytes),
 /// and every plan of a compacted session decodes its records. Written out as
-/// `ContextItem`'s is, with the derived decoder's messages.
+/// `ContextItem`'s is, with the derived decoder's messages; like it, it reads
+/// a record written as an object only (the kernel writes no other form).
 impl<'de> serde::Deserialize<'de> for CompactionRecord {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
         struct Visitor;

@@ -37,29 +37,29 @@ pub struct DocVector {
 }
 }
 
-pub fn doc_key(id: &str) -> String {
+pub(crate) fn doc_key(id: &str) -> String {
     format!("mem/idx/doc/{}", keys::segment(id))
 }
 
-pub fn embedding_key(id: &str) -> String {
+pub(crate) fn embedding_key(id: &str) -> String {
     format!("mem/emb/{}", keys::segment(id))
 }
 
-pub const META: &str = "mem/idx/meta";
+pub(crate) const META: &str = "mem/idx/meta";
 
 contract! {
-pub struct IndexMeta {
-    pub revision: u64,
+pub(crate) struct IndexMeta {
+    pub(crate) revision: u64,
 }
 }
 
 contract! {
-pub struct Embedding {
-    pub vector: Vec<f32>,
+pub(crate) struct Embedding {
+    pub(crate) vector: Vec<f32>,
 }
 }
 
-pub fn vector_of(record: &MemoryRecord) -> DocVector {
+pub(crate) fn vector_of(record: &MemoryRecord) -> DocVector {
     // A space ends every word, so the parts' terms are those of the parts joined.
     let summary = record.summary.as_deref().unwrap_or("");
     let tags = record.tags.iter().map(String::as_str);
@@ -134,7 +134,7 @@ pub fn embed(db: &mut Db, id: &str, vector: &[f32]) -> Result<()> {
 
 /// An embedding, stored or queried: 1..=MAX_DIMENSIONS numbers, each finite
 /// as an f32 (so `1e308` is refused, not read as infinity).
-pub fn check_embedding(field: &str, vector: &[f32]) -> Result<()> {
+pub(crate) fn check_embedding(field: &str, vector: &[f32]) -> Result<()> {
     if vector.is_empty() || vector.len() > MAX_DIMENSIONS || vector.iter().any(|x| !x.is_finite()) {
         return Err(KernelError::invalid(format!("{field} has 1..={MAX_DIMENSIONS} numbers, each finite as a 32-bit float"))
             .with_detail(json!({"field": field})));

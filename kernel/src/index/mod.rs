@@ -2,9 +2,10 @@
 //!
 //! Each memory's term vector lives in the store (`mem/idx/doc/<id>`),
 //! written with the record, and a change log (`mem/log/<revision>/<id>`) lets
-//! a kernel instance catch its in-memory index up incrementally. The index is never authority: a
-//! missing or unreadable vector is rebuilt from its record, and an index that
-//! lost track of the memory revision is rebuilt from all records.
+//! a kernel instance catch its in-memory postings up incrementally. The index
+//! is never authority: a missing or unreadable vector is rebuilt from its
+//! record, and postings that lost track of the memory revision are rebuilt
+//! from all records.
 //!
 //! Tokens: English words lowercased, stop words dropped, Snowball-stemmed;
 //! code identifiers split at case changes, `_`, `.`, `/` and `::` (the whole
@@ -20,12 +21,11 @@
 mod documents;
 mod tokenize;
 
-pub use documents::{
-    add, check_embedding, doc_key, embed, embedding_key, remove, vector_of, DocVector, Embedding, IndexMeta, MAX_DIMENSIONS, META,
-};
+pub use documents::{add, embed, remove, DocVector, MAX_DIMENSIONS};
+pub(crate) use documents::{check_embedding, doc_key, embedding_key, vector_of, Embedding, IndexMeta, META};
 pub use tokenize::terms;
 
 /// A map only ever looked up by key, never iterated, so its order cannot
 /// leak; hashed without randomness (Fx), it spares the index the string
 /// comparisons of a tree over 100k terms and ids.
-pub type Lookup<V> = rustc_hash::FxHashMap<String, V>;
+pub(crate) type Lookup<V> = rustc_hash::FxHashMap<String, V>;

@@ -17,15 +17,12 @@ use crate::store::{keys, Db};
 use serde_json::json;
 use super::authorize::authorize;
 use super::records::{
-    audit, content_fence_key, load, members, memory_revision_bump, record_key, tombstone_key, unlink, ContentFence, Deletion,
+    audit, content_fence_key, load, members, memory_revision_bump, record_key, tombstone_key, unlink, ContentFence, Deletion, MAX_SELECTED,
 };
 use super::requests::{
     DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, PartReceipt, PartStatus, PurgeReceipt, PurgeRequest, Selector,
     Tombstone,
 };
-
-/// Most records one delete or purge may touch.
-pub const MAX_SELECTED: usize = 100_000;
 
 /// Refuses a candidate whose words were deleted from its scope, unless one of
 /// its session evidence events is the user saying them after the deletion.

@@ -1,5 +1,7 @@
-//! `decide-memory`: every transition of the state machine in `mod.rs`, each
-//! authorized and audited.
+//! `decide-memory`: the transitions a caller asks for by name (activate,
+//! reject, reinforce, correct, supersede, expire, archive, promote), each
+//! authorized and audited. Deletion and purge are `deletion`'s; a slot's
+//! supersession when a record becomes active is `supersession`'s.
 
 use crate::authority::{Act, Grounding};
 use crate::canonical::Timestamp;

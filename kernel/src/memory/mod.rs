@@ -29,7 +29,7 @@
 //!   (`crate::authority`)
 //! - `propose` — candidates: their inherited sensitivity and sinks, secrets
 //!   refused, duplicates reinforced
-//! - `lifecycle` — `decide-memory`: every transition of the state machine
+//! - `lifecycle` — `decide-memory`: the transitions a caller names
 //! - `supersession` — a newly active record against its slot's active records
 //! - `deletion` — fenced deletion, tombstones, replica receipts, purge
 //! - `read` — a scope's memories as they stand, or as they were
@@ -45,11 +45,11 @@ mod records;
 mod requests;
 mod supersession;
 
-pub use deletion::{check_fence, delete, purge, settle_deletion, MAX_SELECTED};
+pub use deletion::{check_fence, delete, purge, settle_deletion};
 pub use lifecycle::decide;
 pub use propose::{propose, propose_all, MAX_CONTENT_BYTES};
 pub use read::{read, sink_permits};
-pub use records::{effective_state, load, tombstones};
+pub use records::{effective_state, load, tombstones, MAX_SELECTED};
 pub use requests::{
     Action, AuditEntry, Authority, DecideRequest, DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, MemoryReceipt, MemoryView,
     PartReceipt, PartStatus, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse, Selector,

@@ -4,8 +4,7 @@
 use crate::contracts::{check_scope, check_version, sink_admits, MemoryRecord, MemoryState, Scope};
 use crate::error::Result;
 use crate::store::{keys, Db};
-use super::deletion::MAX_SELECTED;
-use super::records::{effective_state, load, members, tombstone_key};
+use super::records::{effective_state, load, members, tombstone_key, MAX_SELECTED};
 use super::requests::{AuditEntry, MemoryView, ReadMemoryRequest, ReadMemoryResponse, Tombstone};
 
 /// Whether memory `id` (live or deleted) is in the scope.

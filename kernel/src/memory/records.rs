@@ -10,8 +10,11 @@ use crate::index;
 use crate::store::{keys, Db};
 use serde_json::json;
 use std::collections::BTreeMap;
-use super::deletion::MAX_SELECTED;
 use super::requests::{AuditEntry, Authority, DeletionReceipt, Tombstone};
+
+/// Most records one scan of a scope reads, and so the most one delete or
+/// purge may touch.
+pub const MAX_SELECTED: usize = 100_000;
 
 contract! {
 struct Counter {

@@ -9,8 +9,7 @@ use crate::error::Result;
 use crate::events;
 use crate::store::Db;
 use serde_json::json;
-use super::deletion::MAX_SELECTED;
-use super::records::{audit, event_data, load, save, slot_prefix, Link};
+use super::records::{audit, event_data, load, save, slot_prefix, Link, MAX_SELECTED};
 use super::requests::Authority;
 
 /// Active records of the same scope filling the same slot.

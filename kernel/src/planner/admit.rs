@@ -7,7 +7,7 @@ use crate::contracts::{check_id, check_sink, check_version, ContextItem, ItemLim
 use crate::error::{KernelError, Result};
 use crate::session::Candidate;
 use std::rc::Rc;
-use super::budget::BP;
+use super::BP;
 
 /// The largest model window accepted, in tokens.
 pub const MAX_WINDOW: u64 = 16_000_000;

@@ -7,12 +7,10 @@ use crate::error::{ErrorCode, KernelError};
 use crate::session::Candidate;
 use serde_json::json;
 use std::cmp::Reverse;
+use super::BP;
 use super::admit::PlanPolicy;
 use super::output::{DropReason, KeepReason};
 use super::units::{Decision, Entry, Unit};
-
-/// Basis points: 10 000 = the whole input budget.
-pub(super) const BP: u64 = 10_000;
 
 /// The token accounts of one plan, per partition (indexed by `Partition as usize`).
 pub(super) struct Budget<'p> {
@@ -154,8 +152,8 @@ impl<'p> Budget<'p> {
     }
 }
 
-/// Fills the kept items' digests. Only kept items are hashed: a dropped
-
+/// The `context-over-budget` refusal: what the must-keep set needs, per
+/// partition, and its largest items.
 pub(super) fn over_budget(budget: &Budget, candidates: &[Candidate], entries: &[Entry]) -> KernelError {
     let (input, must_total) = (budget.input, budget.must_total());
     let partitions: Vec<_> = PARTITIONS

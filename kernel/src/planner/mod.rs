@@ -24,8 +24,10 @@
 //! - `budget` — minimums held, greedy selection under ceilings; the
 //!   budget's drop reasons (ceiling, exhausted, history cut-off)
 //! - `order` — kept items in prompt order, dropped items in transcript order
-//! - `digest` — the plan bound, assembled and digested
-//! - `output` — the plan as hosts receive it, with every keep and drop reason
+//! - `digest` — the recovery block (counted before the budget is spent),
+//!   the plan bound, assembled and digested, and its canonical JSON
+//!
+//! and `output`, the plan as hosts receive it, with every keep and drop reason.
 //!
 //! An item's partition (and its demotion for low trust) is a fact of the item
 //! itself: `contracts::partition_of`, read once when its candidate is made.
@@ -54,6 +56,9 @@ use digest::finish;
 use must_keep::mark_must_keep;
 use order::{dropped_items, hash_kept, prompt_order};
 use units::{drop_offending_units, group_units, Entry};
+
+/// Basis points: 10 000 = the whole input budget.
+const BP: u64 = 10_000;
 
 /// Everything a plan depends on besides the request's own fields.
 pub struct PlanInputs<'a> {

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use super::output::{Dropped, DroppedRef, ItemBody, PlannedItem};
 use super::units::{Decision, Entry, Unit};
 
+/// Fills the kept items' digests. Only kept items are hashed: a dropped
 /// body's digest is never seen.
 #[inline(never)]
 pub(super) fn hash_kept(candidates: &mut [Candidate], entries: &[Entry]) {

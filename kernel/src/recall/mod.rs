@@ -24,7 +24,7 @@ mod requests;
 mod resident;
 mod select;
 
-pub use postings::Index;
+pub use postings::Postings;
 pub use requests::{HistoryEntry, RecallRequest, RecallResponse, Recalled, ResidentRequest, ResidentSnapshot, ScopeRef};
 pub use resident::resident;
 
@@ -39,7 +39,7 @@ pub const MAX_K: u32 = 200;
 
 /// `recall-memory`: admit the request, rank what the channels find in the
 /// admitted scopes, then let each record have the last word.
-pub fn recall(db: &mut Db, index: &mut Index, request: RecallRequest) -> Result<RecallResponse> {
+pub fn recall(db: &mut Db, index: &mut Postings, request: RecallRequest) -> Result<RecallResponse> {
     admit(&request)?;
     let mut degraded = Vec::new();
     if index.catch_up(db)? {

@@ -32,7 +32,7 @@ pub(super) struct Shard {
 #[derive(Clone, Copy)]
 pub(super) struct Facts {
     pub(super) length: u32,
-    /// Its (sensitivity, allowed sinks), as an id in `Index::policies`.
+    /// Its (sensitivity, allowed sinks), as an id in `Postings::policies`.
     pub(super) policy: u32,
     /// Current from this (validFrom, in ms; `i64::MIN` when it has none)
     /// while `now` is before `current_until` (`i64::MAX` when it has no end).
@@ -61,7 +61,7 @@ impl Facts {
 /// checked against the memory revision at every call, and every result is
 /// re-read from its record before it is returned.
 #[derive(Default)]
-pub struct Index {
+pub struct Postings {
     pub(super) revision: u64,
     loaded: bool,
     pub(super) docs: Vec<Option<Doc>>,
@@ -93,7 +93,7 @@ fn term_pairs(terms: &str) -> impl Iterator<Item = (&str, u32)> {
     terms.split(' ').filter_map(|pair| pair.rsplit_once(':').map(|(t, n)| (t, n.parse().unwrap_or(1))))
 }
 
-impl Index {
+impl Postings {
     pub(super) fn doc(&self, slot: u32) -> &Doc {
         self.docs[slot as usize].as_ref().expect("a slot in a shard holds a document")
     }
@@ -209,7 +209,7 @@ impl Index {
             self.revision = revision;
             return Ok(false);
         }
-        *self = Index::default();
+        *self = Postings::default();
         if consistent {
             self.load_stored(db)?;
         } else {

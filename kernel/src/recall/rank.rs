@@ -6,11 +6,12 @@
 use crate::contracts::AuthorityKind;
 use crate::index::terms;
 use std::collections::{BTreeMap, BTreeSet};
-use super::postings::{Index, Shard};
+use super::postings::{Postings, Shard};
 use super::requests::RecallRequest;
 
-/// BM25's term-frequency saturation and length normalization.
+/// BM25's term-frequency saturation.
 const K1: f64 = 1.2;
+/// BM25's length normalization.
 const B: f64 = 0.75;
 /// Reciprocal-rank fusion's damping: a channel's n-th result (from 1) adds 1 / (RRF_K + n).
 const RRF_K: f64 = 60.0;
@@ -22,7 +23,7 @@ pub(super) type Ranked = (String, f64, Vec<String>);
 /// The eligible memories of the admitted scopes that either channel finds,
 /// best first. Scope admission is the shards read: nothing outside them is
 /// scored or counted.
-pub(super) fn rank(index: &Index, request: &RecallRequest, filtered: &mut BTreeMap<String, u32>, degraded: &mut Vec<String>) -> Vec<Ranked> {
+pub(super) fn rank(index: &Postings, request: &RecallRequest, filtered: &mut BTreeMap<String, u32>, degraded: &mut Vec<String>) -> Vec<Ranked> {
     let shards: Vec<&Shard> = index.admitted(&request.scopes).collect();
     let permitted = index.policies.admitted(&request.sink);
     let mut filter = Filter { index, permitted, now_ms: request.now.unix_millis(), verdicts: vec![Verdict::Unseen; index.docs.len()] };
@@ -41,7 +42,7 @@ enum Verdict {
 /// The sink and time filters: each memory decided once, before it is scored,
 /// and each exclusion counted under its reason.
 struct Filter<'a> {
-    index: &'a Index,
+    index: &'a Postings,
     permitted: Vec<bool>,
     now_ms: i64,
     verdicts: Vec<Verdict>,
@@ -63,7 +64,7 @@ impl Filter<'_> {
 }
 
 /// BM25 with the statistics of the admitted scopes.
-fn lexical(index: &Index, shards: &[&Shard], query: &str, filter: &mut Filter, filtered: &mut BTreeMap<String, u32>) -> Vec<(u32, f64)> {
+fn lexical(index: &Postings, shards: &[&Shard], query: &str, filter: &mut Filter, filtered: &mut BTreeMap<String, u32>) -> Vec<(u32, f64)> {
     let n: f64 = shards.iter().map(|s| s.slots.len() as f64).sum();
     let avg_len = if n == 0.0 { 1.0 } else { shards.iter().map(|s| s.total_length as f64).sum::<f64>() / n };
     let query_terms: BTreeSet<String> = terms(query).into_iter().collect();
@@ -94,7 +95,7 @@ fn lexical(index: &Index, shards: &[&Shard], query: &str, filter: &mut Filter, f
 }
 
 /// Cosine over the admitted, eligible memories with embeddings.
-fn vector(index: &Index, shards: &[&Shard], request: &RecallRequest, permitted: &[bool], degraded: &mut Vec<String>) -> Vec<(u32, f64)> {
+fn vector(index: &Postings, shards: &[&Shard], request: &RecallRequest, permitted: &[bool], degraded: &mut Vec<String>) -> Vec<(u32, f64)> {
     let now_ms = request.now.unix_millis();
     let mut vector: Vec<(u32, f64)> = Vec::new();
     match &request.query_embedding {
@@ -125,7 +126,7 @@ fn vector(index: &Index, shards: &[&Shard], request: &RecallRequest, permitted: 
 /// Reciprocal-rank fusion over each channel's head, the channels weighed
 /// equally, then each score adjusted by the memory's authority, confidence
 /// and importance. Ties go to the smaller memory id.
-fn fuse(index: &Index, lexical: Vec<(u32, f64)>, vector: Vec<(u32, f64)>, k: u32) -> Vec<Ranked> {
+fn fuse(index: &Postings, lexical: Vec<(u32, f64)>, vector: Vec<(u32, f64)>, k: u32) -> Vec<Ranked> {
     let depth = (k as usize * 8).max(64);
     let mut fused: BTreeMap<&str, (f64, Vec<String>)> = BTreeMap::new();
     for (channel, list) in [("lexical", lexical), ("vector", vector)] {
@@ -153,7 +154,7 @@ fn fuse(index: &Index, lexical: Vec<(u32, f64)>, vector: Vec<(u32, f64)>, k: u32
 }
 
 /// A channel's best `depth` candidates, by score and then memory id.
-fn top(index: &Index, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
+fn top(index: &Postings, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
     let order = |a: &(u32, f64), b: &(u32, f64)| {
         b.1.total_cmp(&a.1).then_with(|| index.doc(a.0).vector.memory_id.cmp(&index.doc(b.0).vector.memory_id))
     };

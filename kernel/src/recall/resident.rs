@@ -8,12 +8,12 @@ use crate::memory;
 use crate::store::Db;
 use crate::tokens;
 use serde_json::json;
-use super::postings::Index;
+use super::postings::Postings;
 use super::requests::{ResidentRequest, ResidentSnapshot, ScopeRef};
 
 /// No resident line is shorter than this (`- ` and one word).
 const MIN_LINE_TOKENS: u32 = 3;
-pub fn resident(db: &mut Db, index: &mut Index, request: ResidentRequest) -> Result<ResidentSnapshot> {
+pub fn resident(db: &mut Db, index: &mut Postings, request: ResidentRequest) -> Result<ResidentSnapshot> {
     check_version("request", request.schema_version)?;
     check_sink(&request.sink)?;
     check_scope("scope", request.scope, request.scope_id.as_deref())?;

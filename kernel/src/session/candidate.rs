@@ -14,7 +14,7 @@ pub struct Candidate {
     pub seq: Option<u64>,
     /// The item's canonical JSON, when the session log already made it.
     pub canonical: Option<Rc<RawValue>>,
-    pub facts: ItemFacts,
+    pub(crate) facts: ItemFacts,
     /// Where the item sits in its session log's tables, when it is logged.
     logged: Option<LogPlace>,
 }
@@ -25,12 +25,12 @@ impl Candidate {
     }
 
     /// The item's id, read from its log's `ids` when it is logged there.
-    pub fn id<'a>(&'a self, log: &'a LogTables) -> &'a str {
+    pub(crate) fn id<'a>(&'a self, log: &'a LogTables) -> &'a str {
         self.logged.and_then(|at| log.ids.get(at.id_start..at.id_end)).unwrap_or_else(|| self.item.id())
     }
 
     /// Whether the item may go to the sink `admitted` was decided for.
-    pub fn admitted(&self, admitted: &[bool], sink: &str) -> bool {
+    pub(crate) fn admitted(&self, admitted: &[bool], sink: &str) -> bool {
         match self.logged.and_then(|at| admitted.get(at.policy as usize)) {
             Some(&verdict) => verdict,
             None => sink_permits(&self.item, sink),
@@ -72,28 +72,28 @@ impl LogTables {
 /// facts, so a plan walks one dense array rather than ten thousand items
 /// spread over the heap.
 #[derive(Debug, Clone, Copy)]
-pub struct ItemFacts {
-    pub partition: Partition,
+pub(crate) struct ItemFacts {
+    pub(crate) partition: Partition,
     /// Claimed a more trusted partition than its trust allows.
-    pub demoted: bool,
-    pub kind: ItemKind,
-    pub priority: i32,
-    pub token_estimate: u32,
+    pub(crate) demoted: bool,
+    pub(crate) kind: ItemKind,
+    pub(crate) priority: i32,
+    pub(crate) token_estimate: u32,
     /// `expiresAt`, in nanoseconds since the Unix epoch.
-    pub expires: Option<i128>,
-    pub pinned: bool,
-    pub summary: bool,
-    pub user_request: bool,
+    pub(crate) expires: Option<i128>,
+    pub(crate) pinned: bool,
+    pub(crate) summary: bool,
+    pub(crate) user_request: bool,
     /// Only a trusted item can be an anchor.
-    pub anchor: Option<Anchor>,
-    pub calls_tools: bool,
-    pub answers_call: bool,
-    pub has_task: bool,
-    pub has_interaction: bool,
+    pub(crate) anchor: Option<Anchor>,
+    pub(crate) calls_tools: bool,
+    pub(crate) answers_call: bool,
+    pub(crate) has_task: bool,
+    pub(crate) has_interaction: bool,
 }
 
 impl ItemFacts {
-    pub fn of(item: &ContextItem) -> ItemFacts {
+    pub(crate) fn of(item: &ContextItem) -> ItemFacts {
         let (partition, demoted) = partition_of(item);
         // What an item claims about itself counts only when it is trusted:
         // an external page cannot pin itself, pose as the user's request,
@@ -120,10 +120,10 @@ impl ItemFacts {
 }
 
 /// Transcript order: sequence when known, then creation time, then id.
-pub fn chrono(c: &Candidate) -> (u64, &Timestamp, &str) {
+pub(crate) fn chrono(c: &Candidate) -> (u64, &Timestamp, &str) {
     (c.seq.unwrap_or(u64::MAX), &c.item.created_at, c.item.id())
 }
 
-pub fn sink_permits(item: &ContextItem, sink: &str) -> bool {
+pub(crate) fn sink_permits(item: &ContextItem, sink: &str) -> bool {
     sink_admits(item.sensitivity, &item.allowed_sinks, sink)
 }
