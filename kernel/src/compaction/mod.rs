@@ -49,4 +49,4 @@ pub use requests::{
 pub use verify::check_pairing;
 
 /// Basis points: 10 000 = the whole input budget.
-pub(super) const BP: u64 = 10_000;
+const BP: u64 = 10_000;
