@@ -5,7 +5,7 @@
 use crate::canonical::{self, Timestamp};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::tokens;
-use super::{check_id, check_sinks, check_version, put, required, ContentRef, Provenance, Scope, Sensitivity, SourceRef};
+use super::{check_id, check_sinks, check_version, decode_fields, put, required, ContentRef, Fields, Provenance, Scope, Sensitivity, SourceRef};
 
 label! {
 /// What an item is; decides its budget partition.
@@ -208,27 +208,10 @@ pub struct ContextItem {
 /// `ContextItem`'s decoder. Derived, it was one function of about 15 KB (every
 /// early return drops every field read so far); the JVM host runs this code as
 /// bytecode and HotSpot never compiles a method over 8 000 bytes, so items
-/// decoded there ran interpreted. Written out, each field is read by one arm
-/// of [`ItemFields::read`] and checked by [`ItemFields::finish`], with the
-/// derived decoder's messages (`unknown field`, `duplicate field`,
-/// `missing field`).
+/// decoded there ran interpreted. Written out field by field (`Fields`).
 impl<'de> serde::Deserialize<'de> for ContextItem {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = ContextItem;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("struct ContextItem")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<ContextItem, A::Error> {
-                let mut fields = ItemFields::default();
-                while let Some(key) = map.next_key()? {
-                    fields.read(key, &mut map)?;
-                }
-                fields.finish()
-            }
-        }
-        deserializer.deserialize_map(Visitor)
+        decode_fields::<ItemFields, D>(deserializer)
     }
 }
 
@@ -292,8 +275,12 @@ struct ItemFields {
     trust: Option<Trust>,
 }
 
-impl ItemFields {
-    fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: ItemKey, map: &mut A) -> std::result::Result<(), A::Error> {
+impl<'de> Fields<'de> for ItemFields {
+    type Key = ItemKey;
+    type Record = ContextItem;
+    const EXPECTING: &'static str = "struct ContextItem";
+
+    fn read<A: serde::de::MapAccess<'de>>(&mut self, key: ItemKey, map: &mut A) -> std::result::Result<(), A::Error> {
         match key {
             ItemKey::AllowedSinks => put(&mut self.allowed_sinks, "allowedSinks", map),
             ItemKey::Anchor => put(&mut self.anchor, "anchor", map),

@@ -58,6 +58,40 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// A decoder written out field by field, for records whose derived decoder
+/// grows past what the JVM host compiles (HotSpot compiles no method over
+/// 8 000 bytes): `read` takes one field, `finish` checks the whole, each with
+/// the derived decoder's messages (`unknown field`, `duplicate field`,
+/// `missing field`). Like the kernel's writer, it knows records as objects only.
+trait Fields<'de>: Default {
+    /// The field names as the wire spells them (`#[serde(field_identifier)]`).
+    type Key: serde::Deserialize<'de>;
+    type Record;
+    /// What a decoding error says was expected: `struct ContextItem`.
+    const EXPECTING: &'static str;
+    fn read<A: serde::de::MapAccess<'de>>(&mut self, key: Self::Key, map: &mut A) -> std::result::Result<(), A::Error>;
+    fn finish<E: serde::de::Error>(self) -> std::result::Result<Self::Record, E>;
+}
+
+/// Decodes a record through its [`Fields`].
+fn decode_fields<'de, F: Fields<'de>, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<F::Record, D::Error> {
+    struct Visitor<F>(std::marker::PhantomData<F>);
+    impl<'de, F: Fields<'de>> serde::de::Visitor<'de> for Visitor<F> {
+        type Value = F::Record;
+        fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+            formatter.write_str(F::EXPECTING)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<F::Record, A::Error> {
+            let mut fields = F::default();
+            while let Some(key) = map.next_key()? {
+                fields.read(key, &mut map)?;
+            }
+            fields.finish()
+        }
+    }
+    deserializer.deserialize_map(Visitor::<F>(std::marker::PhantomData))
+}
+
 /// A written-out decoder's step: the next value into its field's slot, or
 /// the derived decoder's `duplicate field` error.
 fn put<'de, T: serde::Deserialize<'de>, A: serde::de::MapAccess<'de>>(

@@ -2,7 +2,7 @@
 
 use crate::canonical::Timestamp;
 use std::rc::Rc;
-use super::{put, required, ContentRef, ContextItem, Usage};
+use super::{decode_fields, put, required, ContentRef, ContextItem, Fields, Usage};
 
 contract! {
 /// A session log's head: how many events it has and the chain digest over them.
@@ -97,26 +97,11 @@ pub struct CompactionRecord {
 
 /// `CompactionRecord`'s decoder. Derived, it was one function of about 15 KB
 /// on the JVM host, past what HotSpot compiles (no method over 8 000 bytes),
-/// and every plan of a compacted session decodes its records. Written out as
-/// `ContextItem`'s is, with the derived decoder's messages; like it, it reads
-/// a record written as an object only (the kernel writes no other form).
+/// and every plan of a compacted session decodes its records. Written out
+/// field by field (`Fields`), as `ContextItem`'s is.
 impl<'de> serde::Deserialize<'de> for CompactionRecord {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = CompactionRecord;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("struct CompactionRecord")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<CompactionRecord, A::Error> {
-                let mut fields = RecordFields::default();
-                while let Some(key) = map.next_key()? {
-                    fields.read(key, &mut map)?;
-                }
-                fields.finish()
-            }
-        }
-        deserializer.deserialize_map(Visitor)
+        decode_fields::<RecordFields, D>(deserializer)
     }
 }
 
@@ -168,10 +153,14 @@ struct RecordFields {
     usage: Option<Option<Usage>>,
 }
 
-impl RecordFields {
+impl<'de> Fields<'de> for RecordFields {
+    type Key = RecordKey;
+    type Record = CompactionRecord;
+    const EXPECTING: &'static str = "struct CompactionRecord";
+
     // Out of line, as the decoder's loop would otherwise take in every arm.
     #[inline(never)]
-    fn read<'de, A: serde::de::MapAccess<'de>>(&mut self, key: RecordKey, map: &mut A) -> std::result::Result<(), A::Error> {
+    fn read<A: serde::de::MapAccess<'de>>(&mut self, key: RecordKey, map: &mut A) -> std::result::Result<(), A::Error> {
         match key {
             RecordKey::ArtifactRefs => put(&mut self.artifact_refs, "artifactRefs", map),
             RecordKey::CommittedAt => put(&mut self.committed_at, "committedAt", map),
