@@ -119,7 +119,7 @@ parity-runs:
 # this depends on the component only: one wasmtime build, not two.
 test: component node python jvm
 	$(CARGO) test --locked --release --workspace --all-features
-	cd $(NODE) && npm test --silent && npm run --silent typecheck
+	cd $(NODE) && npm test --silent && npm run --silent typecheck && npm run --silent sdk-check
 	cd host-shims/python && ../../$(PY) -m pytest -q
 	cd $(JVM) && $(MVN) test
 	$(MAKE) --no-print-directory examples

@@ -17,6 +17,7 @@ use crate::planner::{self, PlanInputs, PlanPolicy, PlanRequest};
 use crate::recall;
 use crate::session::{self, LogTables, ReadEventsRequest, SessionLog};
 use crate::store::{Db, Store};
+use crate::transcripts;
 use crate::wire;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -49,10 +50,13 @@ pub enum Command {
     ReadMemory,
     RecallMemory,
     ResidentSnapshot,
+    ImportMessages,
+    RenderContext,
+    ValidateRequest,
 }
 
 impl Command {
-    pub const ALL: [Command; 18] = [
+    pub const ALL: [Command; 21] = [
         Command::Info,
         Command::PlanContext,
         Command::AppendEvents,
@@ -71,6 +75,9 @@ impl Command {
         Command::ReadMemory,
         Command::RecallMemory,
         Command::ResidentSnapshot,
+        Command::ImportMessages,
+        Command::RenderContext,
+        Command::ValidateRequest,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +100,9 @@ impl Command {
             Command::ReadMemory => "read-memory",
             Command::RecallMemory => "recall-memory",
             Command::ResidentSnapshot => "resident-snapshot",
+            Command::ImportMessages => "import-messages",
+            Command::RenderContext => "render-context",
+            Command::ValidateRequest => "validate-request",
         }
     }
 
@@ -184,6 +194,9 @@ impl Kernel {
             Command::ReadMemory => step(db, request, memory::read),
             Command::RecallMemory => step(db, request, |db, r| recall::recall(db, &mut kernel.index, r)),
             Command::ResidentSnapshot => step(db, request, |db, r| recall::resident(db, &mut kernel.index, r)),
+            Command::ImportMessages => kernel.import(db, request),
+            Command::RenderContext => kernel.render(db, request),
+            Command::ValidateRequest => step(db, request, |_, r| transcripts::validate(r)),
             Command::PutContent | Command::GetContent => Err(KernelError::invalid(format!(
                 "`{}` carries bytes; call it through its own entry point",
                 command.name()
@@ -287,7 +300,12 @@ impl Kernel {
 
     #[inline(never)]
     fn plan(&mut self, db: &mut Db, request: &str) -> Result<String> {
-        let mut request: PlanRequest = decode(request)?;
+        self.plan_of(db, decode(request)?)?.to_json()
+    }
+
+    /// Plans a `plan-context` request: the one planner `plan-context` and
+    /// `render-context` both answer from.
+    fn plan_of(&mut self, db: &mut Db, mut request: PlanRequest) -> Result<planner::ContextPlan> {
         let (policy, input) = planner::admit(&request)?;
         let mut candidates = planner::normalize_inline(std::mem::take(&mut request.items), &policy)?;
         let mut inline_ids = BTreeSet::new();
@@ -311,7 +329,29 @@ impl Kernel {
             None => (None, &no_log),
         };
         let memory_revision = db.memory_revision()?;
-        planner::plan(&request, &policy, input, PlanInputs { candidates, log, session, memory_revision })?.to_json()
+        planner::plan(&request, &policy, input, PlanInputs { candidates, log, session, memory_revision })
+    }
+
+    #[inline(never)]
+    fn render(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: transcripts::RenderRequest = decode(request)?;
+        check_version("request", request.schema_version)?;
+        let plan = self.plan_of(db, request.plan.clone())?;
+        encode(&transcripts::render(db, &plan, &request)?)
+    }
+
+    #[inline(never)]
+    fn import(&mut self, db: &mut Db, request: &str) -> Result<String> {
+        let request: transcripts::ImportRequest = decode(request)?;
+        check_id("sessionId", &request.session_id)?;
+        let empty;
+        let log = if session::head(db, &request.session_id)?.1 == 0 {
+            empty = SessionLog::new(&request.session_id)?;
+            &empty
+        } else {
+            self.session(db, &request.session_id)?
+        };
+        encode(&transcripts::import(db, log, request)?)
     }
 
     /// A session's log, from the cache when its head still matches,

@@ -153,6 +153,18 @@ impl Guest for Component {
     fn resident_snapshot(request: String) -> Result<String, KernelError> {
         run(Command::ResidentSnapshot, request)
     }
+
+    fn import_messages(request: String) -> Result<String, KernelError> {
+        run(Command::ImportMessages, request)
+    }
+
+    fn render_context(request: String) -> Result<String, KernelError> {
+        run(Command::RenderContext, request)
+    }
+
+    fn validate_request(request: String) -> Result<String, KernelError> {
+        run(Command::ValidateRequest, request)
+    }
 }
 
 export!(Component);

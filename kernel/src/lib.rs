@@ -28,8 +28,10 @@
 //!    session's candidates); each memory's recall terms and embedding, kept
 //!    in the store, written by the memory layer through `index::add`,
 //!    `index::remove` and `index::embed`
-//! 7. `compaction`, `memory` — the compaction state machine; the governed
-//!    memory lifecycle (proposals, decisions, deletion, consolidation)
+//! 7. `compaction`, `memory`, `transcripts` — the compaction state machine;
+//!    the governed memory lifecycle (proposals, decisions, deletion,
+//!    consolidation); provider transcripts imported into a session, and a
+//!    plan rendered as a provider request
 //! 8. `recall` — ranked recall and the resident snapshot, over the index and
 //!    the memory records
 //! 9. `commands` — the command table every host calls, and its caches
@@ -80,6 +82,7 @@ pub mod session;
 pub mod store;
 pub mod text;
 pub mod tokens;
+pub mod transcripts;
 pub mod wire;
 
 #[cfg(target_arch = "wasm32")]

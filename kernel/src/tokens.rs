@@ -186,3 +186,41 @@ mod tests {
         assert!(estimate("internationalizationConfiguration") > estimate("the cat"));
     }
 }
+
+/// Tokens charged per PDF page, at most (Anthropic documents 1 500–3 000).
+pub const PAGE_TOKENS: u32 = 3_000;
+
+/// Estimated tokens of an image: the larger of Anthropic's (pixels / 750,
+/// after scaling to a long edge of 1 568 and 1.15 megapixels) and OpenAI's
+/// (85, plus 170 per 512-pixel tile after scaling into 2 048 × 2 048 and the
+/// short side to 768; `low` detail is 85). Unknown sizes cost the most either charges.
+pub fn image(width: Option<u32>, height: Option<u32>, detail: Option<&str>) -> u32 {
+    let (Some(w), Some(h)) = (width, height) else {
+        return 1_600;
+    };
+    let (w, h) = (f64::from(w.max(1)), f64::from(h.max(1)));
+    let anthropic = {
+        let scale = (1_568.0 / w.max(h)).min((1_150_000.0 / (w * h)).sqrt()).min(1.0);
+        ((w * scale).floor().max(1.0) * (h * scale).floor().max(1.0) / 750.0).ceil() as u32
+    };
+    let openai = if detail == Some("low") {
+        85
+    } else {
+        let fit = (2_048.0 / w.max(h)).min(1.0);
+        let (w, h) = (w * fit, h * fit);
+        let short = (768.0 / w.min(h)).min(1.0);
+        let (w, h) = ((w * short).floor(), (h * short).floor());
+        85 + 170 * ((w / 512.0).ceil() * (h / 512.0).ceil()) as u32
+    };
+    anthropic.max(openai)
+}
+
+/// Estimated tokens of a stored document: PDFs by pages (one per started
+/// 16 KiB, a rough page size), anything else as text of that many bytes.
+pub fn document(byte_length: u64, media_type: Option<&str>) -> u64 {
+    if media_type == Some("application/pdf") {
+        byte_length.div_ceil(16 << 10).max(1) * u64::from(PAGE_TOKENS)
+    } else {
+        byte_length.div_ceil(4)
+    }
+}

@@ -20,6 +20,7 @@ use ctxkernel::planner::{ContextPlan, PlanRequest};
 use ctxkernel::recall::{RecallRequest, RecallResponse, ResidentRequest, ResidentSnapshot};
 use ctxkernel::session::{AppendEventsRequest, AppendEventsResponse, ReadEventsRequest, ReadEventsResponse};
 use ctxkernel::store::MemStore;
+use ctxkernel::transcripts::{ImportRequest, ImportResponse, RenderRequest, RenderResponse, ValidateRequest, ValidateResponse};
 use ctxkernel::Command;
 use schemars::{schema_for, Schema};
 use serde_json::{json, Value};
@@ -68,6 +69,12 @@ fn schemas() -> Vec<(&'static str, Schema)> {
         ("recall-memory.response", schema_for!(RecallResponse)),
         ("resident-snapshot.request", schema_for!(ResidentRequest)),
         ("resident-snapshot.response", schema_for!(ResidentSnapshot)),
+        ("import-messages.request", schema_for!(ImportRequest)),
+        ("import-messages.response", schema_for!(ImportResponse)),
+        ("render-context.request", schema_for!(RenderRequest)),
+        ("render-context.response", schema_for!(RenderResponse)),
+        ("validate-request.request", schema_for!(ValidateRequest)),
+        ("validate-request.response", schema_for!(ValidateResponse)),
     ]
 }
 
@@ -141,7 +148,30 @@ fn wire_messages_conform_to_their_schemas() {
     assert_valid("read-kernel-events.response", &kernel_events);
     assert_valid("info.request", &json!({"schemaVersion": 1}));
     memory_messages_conform(&mut store, append_request["sessionId"].as_str().unwrap(), plan_request["now"].as_str().unwrap());
+    transcript_messages_conform(&mut store, &plan_request);
     assert_valid("info.response", &call(&mut store, Command::Info, &json!({"schemaVersion": 1})).unwrap());
+}
+
+/// An import, a render of every format and a validation, every envelope checked.
+fn transcript_messages_conform(store: &mut MemStore, plan_request: &Value) {
+    let import = json!({"schemaVersion": 1, "sessionId": "imported", "expectedHead": {"seq": 0}, "format": "openai-chat", "now": plan_request["now"],
+        "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": {"messages": [{"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}});
+    assert_valid("import-messages.request", &import);
+    assert_valid("import-messages.response", &call(store, Command::ImportMessages, &import).unwrap());
+    let mut plan = plan_request.clone();
+    plan["sessionId"] = json!("imported");
+    for format in ["openai-chat", "openai-responses", "anthropic-messages", "neutral"] {
+        let render = json!({"schemaVersion": 1, "format": format, "plan": plan, "policy": {"unsettledCalls": "hold"}});
+        assert_valid("render-context.request", &render);
+        let rendered = call(store, Command::RenderContext, &render).unwrap();
+        assert_valid("render-context.response", &rendered);
+        let validate = json!({"schemaVersion": 1, "format": format, "body": rendered["body"]});
+        assert_valid("validate-request.request", &validate);
+        assert_valid("validate-request.response", &call(store, Command::ValidateRequest, &validate).unwrap());
+    }
 }
 
 /// One trip through the memory lifecycle, every envelope checked.

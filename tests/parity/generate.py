@@ -669,6 +669,94 @@ fixture("governance-memory-scopes-secrets-deletion", "History never crosses scop
                                               "schemaVersion": 1}},
          {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "agent", "scopeId": "a"}}])
 
+
+# Provider transcripts: import (idempotent), render to every format, validate.
+def import_messages(fmt, transcript, expected=0, sid="t1", now=at(1), **extra):
+    request = {"schemaVersion": 1, "sessionId": sid, "expectedHead": {"seq": expected}, "format": fmt, "now": now,
+               "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript}
+    request.update(extra)
+    return {"command": "import-messages", "request": request}
+
+
+def render(fmt, window=32768, sid="t1", policy=None):
+    request = {"schemaVersion": 1, "format": fmt, "plan": plan(window, sid=sid)["request"]}
+    if policy is not None:
+        request["policy"] = policy
+    return {"command": "render-context", "request": request}
+
+
+def validate(fmt, body):
+    return {"command": "validate-request", "request": {"schemaVersion": 1, "format": fmt, "body": body}}
+
+
+FORMATS = ["openai-chat", "openai-responses", "anthropic-messages", "neutral"]
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+CHAT = {"messages": [
+    {"role": "system", "content": "You are a careful release assistant."},
+    {"role": "user", "content": [{"type": "text", "text": "Which build is this? 构建 ☕"},
+                                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}", "detail": "low"}}]},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_é1", "type": "function", "function": {"name": "ci_status", "arguments": "{\"branch\": \"main\",  \"n\": 1}"}},
+        {"id": "call_2", "type": "function", "function": {"name": "ci_status", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_é1", "content": "build 812 green"},
+    {"role": "tool", "tool_call_id": "call_2", "content": ""},
+    {"role": "developer", "content": "Answer in one line."},
+    {"role": "assistant", "content": "Build 812 is green."}],
+    "tools": [{"type": "function", "function": {"name": "ci_status", "description": "CI status of a branch",
+                                                "parameters": {"type": "object", "properties": {"branch": {"type": "string"}}}}}]}
+ANTHROPIC = {"system": [{"type": "text", "text": "You are a careful release assistant.", "cache_control": {"type": "ephemeral"}}],
+             "messages": [
+    {"role": "user", "content": "Is main green?"},
+    {"role": "assistant", "content": [{"type": "thinking", "thinking": "Check CI.", "signature": "RXFzaWduZWQ="},
+                                      {"type": "tool_use", "id": "toolu_01A", "name": "ci_status", "input": {"branch": "main"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "runner lost", "is_error": True}]},
+    {"role": "assistant", "content": "CI failed: the runner was lost."}],
+             "tools": [{"name": "ci_status", "input_schema": {"type": "object"}}]}
+RESPONSES = {"instructions": "You are a careful release assistant.", "input": [
+    {"role": "user", "content": "Is main green?"},
+    {"type": "reasoning", "id": "rs_01", "summary": [{"type": "summary_text", "text": "Check CI."}], "encrypted_content": "gAAAAB=="},
+    {"type": "function_call", "id": "fc_01", "call_id": "call_01", "name": "ci_status", "arguments": "{\"branch\":\"main\"}"},
+    {"type": "function_call_output", "call_id": "call_01", "output": "build 812 green"},
+    {"type": "message", "role": "assistant", "id": "msg_01", "status": "completed",
+     "content": [{"type": "output_text", "text": "Build 812 is green.", "annotations": []}]}],
+    "tools": [{"type": "function", "name": "ci_status", "parameters": {"type": "object"}, "strict": False}]}
+
+for name, fmt, transcript in [("chat", "openai-chat", CHAT), ("anthropic", "anthropic-messages", ANTHROPIC), ("responses", "openai-responses", RESPONSES)]:
+    grown = json.loads(json.dumps(transcript))
+    (grown.get("messages") or grown["input"]).append({"role": "user", "content": "Thanks — ship it."})
+    fixture(f"transcripts-{name}", f"A {fmt} transcript imported, imported again (nothing new), grown by one turn, "
+            "then rendered to every format, at a window that keeps everything and at one that cuts.",
+            [import_messages(fmt, transcript), import_messages(fmt, transcript),
+             import_messages(fmt, grown, expected={"$ref": "0#/head/seq"})]
+            + [render(f) for f in FORMATS] + [render(f, window=1400) for f in FORMATS[:3]]
+            + [render("anthropic-messages", window=1400, policy={"leadingAssistant": "drop", "unsettledCalls": "hold"})])
+
+pending = Session("t1")
+pending.push("tool-schema", None, trust="host", provenance={"origin": "host"}, pinned=True,
+             tool={"name": "deploy", "description": "Deploy a build", "inputSchema": {"type": "object"}})
+del pending.items[-1]["content"]
+pending.user("Deploy build 812 and tell me when it is done.")
+pending.assistant("", calls=[("dep-1", "deploy"), ("dep-2", "deploy")])
+pending.result("dep-1", "deploying…", outcome="pending")
+pending.result("dep-2", "the connection dropped", outcome="unknown")
+pending.result("ghost-9", "a result whose call was compacted away", outcome="success")
+pending.user("Status?")
+fixture("transcripts-unsettled-and-invalid",
+        "Pending and unknown calls rendered by policy, an orphan result left out; invalid transcripts refused by path and rule; "
+        "host-built bodies validated.",
+        [append(pending, sid="t1")]
+        + [render(f, policy=p) for f in FORMATS[:3] for p in ({}, {"unsettledCalls": "hold"})]
+        + [import_messages("openai-chat", {"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]}, sid="t2"),
+           import_messages("anthropic-messages", {"model": "claude", "messages": []}, sid="t2"),
+           import_messages("openai-responses", {"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}, sid="t2"),
+           import_messages("openai-chat", {"messages": [{"role": "assistant", "content": None, "tool_calls": [
+               {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{oops"}}]}]}, sid="t2"),
+           import_messages("gemini", {"contents": []}, sid="t2"),
+           validate("anthropic-messages", {"model": "m", "max_tokens": 5, "messages": [{"role": "assistant", "content": "hi"}]}),
+           validate("openai-chat", {"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "z", "content": "r"}]}),
+           validate("openai-responses", {"model": "m", "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}),
+           validate("openai-chat", CHAT | {"model": "gpt-test"})])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:

@@ -12,6 +12,8 @@ import type {
   DeleteMemoryRequest,
   DeletionReceipt,
   GetContentRequest,
+  ImportMessagesRequest,
+  ImportMessagesResponse,
   InfoResponse,
   MemoryReceipt,
   PlanContextRequest,
@@ -31,9 +33,13 @@ import type {
   RecallMemoryRequest,
   RecallMemoryResponse,
   ReconcileRequest,
+  RenderContextRequest,
+  RenderContextResponse,
   ResidentSnapshotRequest,
   ResidentSnapshotResponse,
   Usage,
+  ValidateRequestRequest,
+  ValidateRequestResponse,
 } from '../types/envelopes.js';
 
 export * from '../types/envelopes.js';
@@ -168,7 +174,10 @@ export type Command =
   | 'purge-memory'
   | 'read-memory'
   | 'recall-memory'
-  | 'resident-snapshot';
+  | 'resident-snapshot'
+  | 'import-messages'
+  | 'render-context'
+  | 'validate-request';
 export const COMMANDS: readonly Command[];
 
 /** What a provider callback answers. */
@@ -207,6 +216,11 @@ export class Kernel {
   readMemory(request: ReadMemoryRequest): ReadMemoryResponse;
   recallMemory(request: RecallMemoryRequest): RecallMemoryResponse;
   residentSnapshot(request: ResidentSnapshotRequest): ResidentSnapshotResponse;
+  /** Appends what the session does not hold yet of a provider transcript; importing it again appends nothing. */
+  importMessages(request: ImportMessagesRequest): ImportMessagesResponse;
+  /** Plans as `planContext` does and renders the kept context as a request body in `format`. */
+  renderContext(request: RenderContextRequest): RenderContextResponse;
+  validateRequest(request: ValidateRequestRequest): ValidateRequestResponse;
   putContent(request: string | PutContentRequest, bytes: Uint8Array): PutContentResponse;
   getContent(request: string | GetContentRequest): Uint8Array;
   /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */

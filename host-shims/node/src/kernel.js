@@ -27,10 +27,13 @@ export const COMMANDS = [
   'read-memory',
   'recall-memory',
   'resident-snapshot',
+  'import-messages',
+  'render-context',
+  'validate-request',
 ];
 
 /** Commands that only read: their transaction takes no write lock. */
-const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot']);
+const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot', 'render-context', 'validate-request']);
 
 /** What every host answers when the kernel traps (the trap's own text differs per engine). */
 const TRAPPED = 'the kernel trapped; the call was rolled back';
@@ -125,6 +128,15 @@ export class Kernel {
   }
   residentSnapshot(request) {
     return this.#json('resident-snapshot', request);
+  }
+  importMessages(request) {
+    return this.#json('import-messages', request);
+  }
+  renderContext(request) {
+    return this.#json('render-context', request);
+  }
+  validateRequest(request) {
+    return this.#json('validate-request', request);
   }
 
   /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */

@@ -367,11 +367,99 @@ fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
     out
 }
 
+/// A Chat transcript of `n` messages: user turns, answers, parallel calls and their results.
+fn chat_transcript(n: usize) -> Value {
+    let mut messages = Vec::with_capacity(n);
+    let mut i = 0;
+    while messages.len() < n {
+        match i % 5 {
+            0 => messages.push(json!({"role": "user", "content": words(15 + (i * 13) % 90, i)})),
+            1 => {
+                let calls: Vec<Value> = ["a", "b"].iter().map(|k| json!({"id": format!("call_{i}{k}"), "type": "function",
+                    "function": {"name": "grep", "arguments": format!("{{\"pattern\": \"{}\"}}", words(2, i))}})).collect();
+                messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+            }
+            2 | 3 => {
+                let k = if i % 5 == 2 { "a" } else { "b" };
+                messages.push(json!({"role": "tool", "tool_call_id": format!("call_{}{k}", i - i % 5 + 1), "content": words(60 + (i * 31) % 300, i)}));
+            }
+            _ => messages.push(json!({"role": "assistant", "content": words(20 + (i * 7) % 120, i)})),
+        }
+        i += 1;
+    }
+    // End on a complete turn: never inside a call's results.
+    while messages.last().is_some_and(|m| m["role"] != "user" && m["role"] != "assistant" || m.get("tool_calls").is_some()) {
+        messages.pop();
+    }
+    json!({"messages": messages, "tools": [{"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]})
+}
+
+fn import_request(transcript: &Value) -> String {
+    json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": 0}, "format": "openai-chat", "now": NOW,
+        "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript})
+    .to_string()
+}
+
+fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
+    let mut rows = Vec::new();
+    let transcript = chat_transcript(2_000);
+    let import = import_request(&transcript);
+    let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
+        kernel.call(store, ctxkernel::Command::ImportMessages, &import).unwrap();
+    });
+    let mut peak = 0;
+    let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
+        kernel.call("import-messages", &import).unwrap();
+        peak = peak.max(kernel.peak_memory_bytes());
+    });
+    rows.push(("import a 2 000-message Chat transcript".to_string(), import.len(), n, Stats { peak_bytes: peak, ..c }));
+    // The same history again, as a host re-sending it each turn: nothing is appended.
+    let mut store = ctxkernel::store::MemStore::default();
+    let mut native_kernel = ctxkernel::Kernel::default();
+    native_kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
+    let (p50_ms, p95_ms) = measure(50, || {
+        native_kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
+    });
+    let n = Stats { p50_ms, p95_ms, peak_bytes: 0 };
+    let mut component_kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
+    component_kernel.call("import-messages", &import).unwrap();
+    let (p50_ms, p95_ms) = measure(50, || {
+        component_kernel.call("import-messages", &import).unwrap();
+    });
+    let c = Stats { p50_ms, p95_ms, peak_bytes: component_kernel.peak_memory_bytes() };
+    rows.push(("re-import the unchanged 2 000-message history".to_string(), import.len(), n, c));
+
+    let items = session_items(10_000);
+    let mut setup = append_requests(&items);
+    setup.push(
+        json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": items.len()}, "now": NOW, "items": [{"schemaVersion": 1,
+            "itemId": "tools", "kind": "tool-schema", "scope": "session", "sourceRef": {"kind": "host", "id": "bench"}, "provenance": {"origin": "host"},
+            "trust": "host", "sensitivity": "internal", "allowedSinks": ["model:*"], "priority": 10, "pinned": true, "createdAt": NOW,
+            "tool": {"name": "grep", "inputSchema": {"type": "object"}}}]})
+        .to_string(),
+    );
+    for window in [32_768u64, 131_072] {
+        let plan = plan_request(None, window);
+        let label = format!("{}k window", window >> 10);
+        let n = native(ctxkernel::Command::PlanContext, &setup, &plan, 50);
+        let c = component("plan-context", &setup, &plan, 50, runtime);
+        rows.push((format!("plan alone, stored 10 000-event session, {label}"), plan.len(), n, c));
+        for format in ["openai-chat", "openai-responses", "anthropic-messages"] {
+            let render = format!(r#"{{"format":"{format}","plan":{plan},"schemaVersion":1}}"#);
+            let n = native(ctxkernel::Command::RenderContext, &setup, &render, 50);
+            let c = component("render-context", &setup, &render, 50, runtime);
+            rows.push((format!("render `{format}`, stored 10 000-event session, {label}"), render.len(), n, c));
+        }
+    }
+    table(&rows)
+}
+
 fn main() {
     let runtime = ctxkernel_host::Runtime::new().unwrap();
     common::run_sections(&[
         ("planner", &|| planner_section(&runtime)),
         ("compaction", &|| compaction_section(&runtime)),
         ("hosts", &|| hosts_section(&runtime)),
+        ("transcripts", &|| transcripts_section(&runtime)),
     ]);
 }

@@ -10,7 +10,7 @@ use wasmtime::Store;
 
 /// The kernel's JSON commands, as named in the WIT (`put-content` and
 /// `get-content` carry bytes and have their own methods).
-pub const COMMANDS: [&str; 16] = [
+pub const COMMANDS: [&str; 19] = [
     "info",
     "plan-context",
     "append-events",
@@ -27,11 +27,24 @@ pub const COMMANDS: [&str; 16] = [
     "read-memory",
     "recall-memory",
     "resident-snapshot",
+    "import-messages",
+    "render-context",
+    "validate-request",
 ];
 
 /// Commands that only read: their transaction takes no write lock.
-pub const READ_ONLY: [&str; 8] =
-    ["info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot"];
+pub const READ_ONLY: [&str; 10] = [
+    "info",
+    "read-events",
+    "plan-context",
+    "get-content",
+    "read-kernel-events",
+    "read-memory",
+    "recall-memory",
+    "resident-snapshot",
+    "render-context",
+    "validate-request",
+];
 
 /// What every host answers when the kernel traps (the trap's own text differs per engine).
 pub const TRAPPED: &str = "the kernel trapped; the call was rolled back";
@@ -96,7 +109,10 @@ impl Kernel {
             "purge-memory" => exports.call_purge_memory(wasm, request),
             "read-memory" => exports.call_read_memory(wasm, request),
             "recall-memory" => exports.call_recall_memory(wasm, request),
-            _ => exports.call_resident_snapshot(wasm, request),
+            "resident-snapshot" => exports.call_resident_snapshot(wasm, request),
+            "import-messages" => exports.call_import_messages(wasm, request),
+            "render-context" => exports.call_render_context(wasm, request),
+            _ => exports.call_validate_request(wasm, request),
         })
     }
 
@@ -239,6 +255,18 @@ impl Kernel {
 
     pub fn resident_snapshot(&mut self, request: &Value) -> Result<Value, KernelError> {
         self.call_json("resident-snapshot", request)
+    }
+
+    pub fn import_messages(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("import-messages", request)
+    }
+
+    pub fn render_context(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("render-context", request)
+    }
+
+    pub fn validate_request(&mut self, request: &Value) -> Result<Value, KernelError> {
+        self.call_json("validate-request", request)
     }
 }
 

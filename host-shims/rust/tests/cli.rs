@@ -1,6 +1,6 @@
 //! `ctxk` as a user runs it, on the demo session.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -279,4 +279,42 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(output.status.success(), "{:?}: {}", output.status, stderr(&output));
     assert!(stderr(&output).is_empty(), "{}", stderr(&output));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_provider_transcript_imports_and_renders_its_body_verbatim() {
+    let dir = temp("render");
+    let store = dir.join("store.sqlite");
+    let import = json!({"schemaVersion": 1, "sessionId": "t1", "format": "openai-chat", "now": "2026-06-01T09:00:00Z", "expectedHead": {"seq": 0},
+        "allowedSinks": ["model:*"], "sensitivity": "internal",
+        "transcript": {"messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "Is main green? ☕"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "ci_status", "arguments": "{\"branch\": \"main\", \"n\": 12345678901234567890}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "green"}],
+        "tools": [{"type": "function", "function": {"name": "ci_status", "description": "CI status of a branch",
+            "parameters": {"type": "object", "properties": {"branch": {"type": "string"}, "n": {"type": "integer"}}}}}]}});
+    let imported = ctxk(&store, &["import-messages"], Some(&import.to_string()));
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    assert!(stdout(&imported).starts_with("appended 5 events"), "{}", stdout(&imported));
+    let again = ctxk(&store, &["import-messages"], Some(&import.to_string()));
+    assert!(stdout(&again).contains("appended 0 events") && stdout(&again).contains("(5 already held)"), "{}", stdout(&again));
+
+    let render = json!({"schemaVersion": 1, "format": "anthropic-messages", "plan": {"schemaVersion": 1, "sessionId": "t1",
+        "now": "2026-06-01T09:05:00Z", "sink": "model:test",
+        "model": {"profile": "m-32k", "window": 32768, "reservedOutput": 4096, "safetyMargin": 1024}}});
+    let report = ctxk(&store, &["render"], Some(&render.to_string()));
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(stdout(&report).contains("anthropic-messages for model m-32k"), "{}", stdout(&report));
+    let full = ctxk(&store, &["--json", "render"], Some(&render.to_string()));
+    let body = ctxk(&store, &["render", "--body"], Some(&render.to_string()));
+    assert!(body.status.success(), "{}", stderr(&body));
+    // The body's exact text: the arguments' 20-digit integer survives.
+    let text = stdout(&body);
+    assert!(stdout(&full).contains(text.trim_end()), "the body is the kernel's own text");
+    assert!(text.contains("12345678901234567890"), "{text}");
+    let parsed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed["system"], "Be terse.");
+    assert_eq!(parsed["messages"][1]["content"][0]["type"], "tool_use");
 }

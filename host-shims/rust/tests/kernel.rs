@@ -274,6 +274,8 @@ fn read_only_commands_write_nothing() {
         ("read-memory", json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "p", "states": ["candidate"]})),
         ("recall-memory", json!({"schemaVersion": 1, "now": NOW, "query": "session words", "scopes": [scope], "sink": "model:test"})),
         ("resident-snapshot", json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "p", "sink": "model:test", "maxTokens": 100})),
+        ("render-context", json!({"schemaVersion": 1, "format": "openai-responses", "plan": plan_request()})),
+        ("validate-request", json!({"schemaVersion": 1, "format": "openai-chat", "body": {"model": "m", "messages": [{"role": "user", "content": "x"}]}})),
     ];
     assert_eq!(requests.len() + 1, READ_ONLY.len());
     // A fresh instance, so nothing is cached from the writes above.
@@ -284,4 +286,50 @@ fn read_only_commands_write_nothing() {
     }
     reader.get_content(&json!({"schemaVersion": 1, "objectId": put["contentRef"]["objectId"], "sink": "x"}).to_string()).unwrap();
     assert_eq!(probe.with(|s| (s.puts, s.removes)), before);
+}
+
+/// One session imported in OpenAI Chat form, rendered as Anthropic Messages and validated.
+#[test]
+fn a_transcript_imports_once_renders_in_another_format_and_validates() {
+    let mut kernel = Kernel::new(MemoryStore::default()).unwrap();
+    let import = json!({"schemaVersion": 1, "sessionId": "t1", "format": "openai-chat", "now": NOW, "expectedHead": {"seq": 0},
+        "allowedSinks": ["model:*"], "sensitivity": "internal",
+        "transcript": {"messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "Is main green? ☕"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "ci_status", "arguments": "{\"branch\": \"main\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "green"}],
+            "tools": [{"type": "function", "function": {"name": "ci_status", "parameters": {"type": "object"}}}]}});
+    let first = kernel.import_messages(&import).unwrap();
+    assert_eq!(first["appended"].as_array().unwrap().len(), 5, "the tool definition, the system message and three turns");
+    let again = kernel.import_messages(&import).unwrap();
+    assert_eq!((again["appended"].as_array().unwrap().len(), &again["skipped"], &again["head"]), (0, &json!(5), &first["head"]));
+    let plan = json!({"schemaVersion": 1, "sessionId": "t1", "now": NOW, "sink": "model:test",
+        "model": {"profile": "m-32k", "window": 32768, "reservedOutput": 4096, "safetyMargin": 1024}});
+    let rendered = kernel.render_context(&json!({"schemaVersion": 1, "format": "anthropic-messages", "plan": plan})).unwrap();
+    assert_eq!(rendered["planDigest"], kernel.plan_context(&plan).unwrap()["digest"]);
+    let body = &rendered["body"];
+    assert_eq!(body["system"], "Be terse.");
+    assert_eq!(body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect::<Vec<_>>(), ["user", "assistant", "user"]);
+    assert_eq!(body["messages"][1]["content"], json!([{"type": "tool_use", "id": "call_1", "name": "ci_status", "input": {"branch": "main"}}]));
+    assert_eq!(body["tools"], json!([{"name": "ci_status", "input_schema": {"type": "object"}}]));
+    let verdict = kernel.validate_request(&json!({"schemaVersion": 1, "format": "anthropic-messages", "body": body})).unwrap();
+    assert_eq!((&verdict["valid"], &verdict["violations"]), (&json!(true), &json!([])));
+}
+
+#[test]
+fn a_broken_body_is_violations_and_a_broken_transcript_appends_nothing() {
+    let mut kernel = Kernel::new(MemoryStore::default()).unwrap();
+    let body = json!({"model": "m", "max_tokens": 10, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "x", "name": "f", "input": {}}]}]});
+    let verdict = kernel.validate_request(&json!({"schemaVersion": 1, "format": "anthropic-messages", "body": body})).unwrap();
+    assert_eq!(verdict["valid"], false);
+    let rules: Vec<&str> = verdict["violations"].as_array().unwrap().iter().map(|v| v["rule"].as_str().unwrap()).collect();
+    assert!(rules.contains(&"call-without-result"), "{rules:?}");
+    let orphan = json!({"schemaVersion": 1, "sessionId": "t1", "format": "openai-chat", "now": NOW, "expectedHead": {"seq": 0},
+        "allowedSinks": ["model:*"], "sensitivity": "internal",
+        "transcript": {"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_nobody", "content": "r"}]}});
+    let error = kernel.import_messages(&orphan).unwrap_err();
+    assert!(error.code == ErrorCode::InvalidRequest && error.message.contains("call_nobody"), "{error:?}");
+    assert_eq!(kernel.read_events(&json!({"schemaVersion": 1, "sessionId": "t1"})).unwrap_err().code, ErrorCode::NotFound);
 }

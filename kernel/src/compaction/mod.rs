@@ -14,8 +14,8 @@
 //! the head. It names a cut: the model-visible history up to the cut is
 //! replaced by one summary item, except what must stay verbatim (pinned items,
 //! pending approvals and questions, unsettled tool calls and any tool pair the
-//! cut would split, the last user request, unfinished task state, anchors and
-//! system policy). Raw events stay in the log; the compacted span is also
+//! cut would split, the last user request, unfinished task state, anchors,
+//! the latest definition of each tool, and system policy). Raw events stay in the log; the compacted span is also
 //! archived losslessly in the content store, and large tool outputs anywhere
 //! in the session are externalized there, leaving a ContentRef that says what
 //! was left out.

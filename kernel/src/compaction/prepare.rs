@@ -47,6 +47,7 @@ pub(super) fn must_preserve(projection: &[Candidate], now: &Timestamp) -> BTreeS
     let mut latest_user = None;
     let mut latest_task: BTreeMap<&str, usize> = BTreeMap::new();
     let mut latest_anchor = BTreeMap::new();
+    let mut latest_tool: BTreeMap<&str, usize> = BTreeMap::new();
     let mut interactions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, c) in projection.iter().enumerate() {
         let item = &c.item;
@@ -65,12 +66,17 @@ pub(super) fn must_preserve(projection: &[Candidate], now: &Timestamp) -> BTreeS
         if let Some(anchor) = item.anchor {
             latest_anchor.insert(anchor, i);
         }
+        // What the model may call: the calls kept after the cut need it.
+        if let Some(tool) = &item.tool {
+            latest_tool.insert(&tool.name, i);
+        }
         if let Some(interaction) = &item.interaction {
             interactions.entry(&interaction.operation_id).or_default().push(i);
         }
     }
     keep.extend(latest_user);
     keep.extend(latest_anchor.values());
+    keep.extend(latest_tool.values());
     keep.extend(latest_task.values().filter(|&&i| projection[i].item.task.as_ref().is_some_and(|t| t.status.is_unfinished())));
     for members in interactions.values() {
         let latest = projection[*members.last().expect("grouped")].item.interaction.as_ref().expect("grouped");

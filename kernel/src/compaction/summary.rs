@@ -229,6 +229,7 @@ pub(super) fn summary_item(
         interaction: None,
         item_id: Some(format!("sum-{}", compaction_id.trim_start_matches("cmp-"))),
         kind: ItemKind::Message,
+        parts: Vec::new(),
         pinned: false,
         priority: 0,
         provenance: Provenance {
@@ -237,6 +238,7 @@ pub(super) fn summary_item(
             method: Some(format!("compaction:{}", if strategy == Strategy::Local { "local" } else { "provider" })),
             origin: if strategy == Strategy::Local { Origin::Kernel } else { Origin::Model },
         },
+        provider_id: None,
         // A summary is data about the conversation, never the assistant's own
         // word or an instruction: it sits where the user's material does.
         role: Some(Role::User),
@@ -258,6 +260,7 @@ pub(super) fn summary_item(
         }),
         task: None,
         token_estimate: Some(tokens::estimate(&text)),
+        tool: None,
         tool_calls: Vec::new(),
         tool_result: None,
         trust: inputs.iter().map(|c| c.item.trust).max().unwrap_or(Trust::Host),

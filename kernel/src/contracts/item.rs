@@ -5,7 +5,7 @@
 use crate::canonical::{self, Timestamp};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::tokens;
-use super::{check_id, check_sinks, check_version, decode_fields, put, required, ContentRef, Fields, Provenance, Scope, Sensitivity, SourceRef};
+use super::{check_id, check_sinks, check_version, decode_fields, put, required, ContentRef, Fields, Part, PartKind, Provenance, Scope, Sensitivity, SourceRef};
 
 label! {
 /// What an item is; decides its budget partition.
@@ -37,15 +37,52 @@ label! {
 pub enum Role {
     User,
     Assistant,
+    /// An instruction in the conversation (a provider's `system` message);
+    /// rendered with authority only when its item is trusted host or verified.
+    System,
+    /// OpenAI's `developer` message: a `system` message by another name.
+    Developer,
 }
 }
 
 contract! {
 /// A tool call an assistant message makes.
 pub struct ToolCall {
+    /// The arguments as the model wrote them: JSON text, kept byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+    /// A prompt-caching breakpoint on the call (Anthropic `cache_control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<super::CacheControl>,
+    /// The provider's call id (`call_…`, `toolu_…`); results answer it.
     pub call_id: String,
     pub name: String,
+    /// The provider's id of the call item itself (OpenAI Responses `fc_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
 }
+}
+
+contract! {
+/// A tool a model may call, carried by a `tool-schema` item; rendering
+/// writes it into the request's `tools` in the target format's shape.
+pub struct ToolDefinition {
+    /// A prompt-caching breakpoint after this definition (Anthropic `cache_control`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<super::CacheControl>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema of the call's arguments: an object.
+    #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
+    pub input_schema: serde_json::Value,
+    /// 1 to 64 of `a-z A-Z 0-9 _ -`, the names every provider accepts.
+    pub name: String,
+}
+}
+
+/// Whether `name` is a tool name every provider accepts: `^[a-zA-Z0-9_-]{1,64}$`.
+pub fn tool_name_ok(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 label! {
@@ -146,6 +183,11 @@ pub enum Anchor {
     Workspace,
     /// The permission ceiling of this run.
     PermissionCeiling,
+    /// The system prompt a transcript carried (`system`, `instructions`, its
+    /// leading system messages): on `system-policy` items only. The items
+    /// sharing the latest one's `sourceRef.id` are the current instructions;
+    /// earlier ones are superseded.
+    Instructions,
 }
 }
 
@@ -175,10 +217,18 @@ pub struct ContextItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
     pub kind: ItemKind,
+    /// The message as its provider structures it (text with cache hints,
+    /// images, documents, thinking, reasoning); `content` is then its text
+    /// parts joined by newlines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<Part>,
     /// Not dropped by ordinary budgeting or compaction. Says nothing about trust.
     pub pinned: bool,
     pub priority: i32,
     pub provenance: Provenance,
+    /// The provider's id of this message (OpenAI Responses `msg_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
     /// For `message` items.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<Role>,
@@ -196,6 +246,9 @@ pub struct ContextItem {
     pub task: Option<TaskState>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_estimate: Option<u32>,
+    /// For `tool-schema` items: the definition; `content` is then its canonical JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolDefinition>,
     /// For assistant `message` items that call tools.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
@@ -203,6 +256,72 @@ pub struct ContextItem {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_result: Option<ToolResult>,
     pub trust: Trust,
+}
+
+impl ContextItem {
+    /// The checks on tool calls. Out of line (see `validate`).
+    #[inline(never)]
+    fn validate_calls(&self) -> Result<()> {
+        let id = self.item_id.as_deref().unwrap_or("(derived)");
+        let fail = |message: &str| Err(KernelError::invalid(format!("item `{id}`: {message}")));
+        for (k, call) in self.tool_calls.iter().enumerate() {
+            check_id("toolCalls[].callId", &call.call_id)?;
+            check_id("toolCalls[].name", &call.name)?;
+            if let Some(id) = &call.provider_id {
+                check_id("toolCalls[].providerId", id)?;
+            }
+            if let Some(arguments) = &call.arguments {
+                if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
+                    return fail("toolCalls[].arguments must be JSON text");
+                }
+            }
+            if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
+                return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks on parts and provider ids. Out of line (see `validate`).
+    #[inline(never)]
+    fn validate_payload(&self) -> Result<()> {
+        let id = self.item_id.as_deref().unwrap_or("(derived)");
+        let fail = |message: &str| Err(KernelError::invalid(format!("item `{id}`: {message}")));
+        if let Some(provider_id) = &self.provider_id {
+            check_id("providerId", provider_id)?;
+        }
+        if let Some(tool) = &self.tool {
+            if self.kind != ItemKind::ToolSchema {
+                return fail("only tool-schema items carry a tool definition");
+            }
+            if !tool_name_ok(&tool.name) {
+                return fail("tool.name must be 1 to 64 of a-z, A-Z, 0-9, `_` and `-`");
+            }
+            if !tool.input_schema.is_object() {
+                return fail("tool.inputSchema must be a JSON object");
+            }
+        }
+        if self.parts.is_empty() && self.tool.is_none() {
+            return Ok(());
+        }
+        if !self.parts.is_empty() && self.tool.is_some() {
+            return fail("has both parts and a tool definition");
+        }
+        if self.content_ref.is_some() {
+            return fail("has parts or a tool definition, and a contentRef; binary parts carry their own contentRef");
+        }
+        if self.content != self.derived_content()? {
+            return fail("content must be what its parts or tool definition say (leave it out and the kernel writes it)");
+        }
+        let assistant = self.kind == ItemKind::Message && self.role == Some(Role::Assistant);
+        for (k, part) in self.parts.iter().enumerate() {
+            part.validate(&format!("parts[{k}]"))?;
+            if matches!(part.kind, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning) && !assistant {
+                return fail("only assistant messages carry thinking or reasoning parts");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `ContextItem`'s decoder. Derived, it was one function of about 15 KB (every
@@ -228,9 +347,11 @@ enum ItemKey {
     Interaction,
     ItemId,
     Kind,
+    Parts,
     Pinned,
     Priority,
     Provenance,
+    ProviderId,
     Role,
     SchemaVersion,
     Scope,
@@ -240,6 +361,7 @@ enum ItemKey {
     SummaryOf,
     Task,
     TokenEstimate,
+    Tool,
     ToolCalls,
     ToolResult,
     Trust,
@@ -258,9 +380,11 @@ struct ItemFields {
     interaction: Option<Option<Interaction>>,
     item_id: Option<Option<String>>,
     kind: Option<ItemKind>,
+    parts: Option<Vec<Part>>,
     pinned: Option<bool>,
     priority: Option<i32>,
     provenance: Option<Provenance>,
+    provider_id: Option<Option<String>>,
     role: Option<Option<Role>>,
     schema_version: Option<u32>,
     scope: Option<Scope>,
@@ -270,6 +394,7 @@ struct ItemFields {
     summary_of: Option<Option<SummaryOf>>,
     task: Option<Option<TaskState>>,
     token_estimate: Option<Option<u32>>,
+    tool: Option<Option<ToolDefinition>>,
     tool_calls: Option<Vec<ToolCall>>,
     tool_result: Option<Option<ToolResult>>,
     trust: Option<Trust>,
@@ -292,9 +417,11 @@ impl<'de> Fields<'de> for ItemFields {
             ItemKey::Interaction => put(&mut self.interaction, "interaction", map),
             ItemKey::ItemId => put(&mut self.item_id, "itemId", map),
             ItemKey::Kind => put(&mut self.kind, "kind", map),
+            ItemKey::Parts => put(&mut self.parts, "parts", map),
             ItemKey::Pinned => put(&mut self.pinned, "pinned", map),
             ItemKey::Priority => put(&mut self.priority, "priority", map),
             ItemKey::Provenance => put(&mut self.provenance, "provenance", map),
+            ItemKey::ProviderId => put(&mut self.provider_id, "providerId", map),
             ItemKey::Role => put(&mut self.role, "role", map),
             ItemKey::SchemaVersion => put(&mut self.schema_version, "schemaVersion", map),
             ItemKey::Scope => put(&mut self.scope, "scope", map),
@@ -304,6 +431,7 @@ impl<'de> Fields<'de> for ItemFields {
             ItemKey::SummaryOf => put(&mut self.summary_of, "summaryOf", map),
             ItemKey::Task => put(&mut self.task, "task", map),
             ItemKey::TokenEstimate => put(&mut self.token_estimate, "tokenEstimate", map),
+            ItemKey::Tool => put(&mut self.tool, "tool", map),
             ItemKey::ToolCalls => put(&mut self.tool_calls, "toolCalls", map),
             ItemKey::ToolResult => put(&mut self.tool_result, "toolResult", map),
             ItemKey::Trust => put(&mut self.trust, "trust", map),
@@ -323,9 +451,11 @@ impl<'de> Fields<'de> for ItemFields {
             interaction: self.interaction.flatten(),
             item_id: self.item_id.flatten(),
             kind: required(self.kind, "kind")?,
+            parts: self.parts.unwrap_or_default(),
             pinned: required(self.pinned, "pinned")?,
             priority: required(self.priority, "priority")?,
             provenance: required(self.provenance, "provenance")?,
+            provider_id: self.provider_id.flatten(),
             role: self.role.flatten(),
             schema_version: required(self.schema_version, "schemaVersion")?,
             scope: required(self.scope, "scope")?,
@@ -335,6 +465,7 @@ impl<'de> Fields<'de> for ItemFields {
             summary_of: self.summary_of.flatten(),
             task: self.task.flatten(),
             token_estimate: self.token_estimate.flatten(),
+            tool: self.tool.flatten(),
             tool_calls: self.tool_calls.unwrap_or_default(),
             tool_result: self.tool_result.flatten(),
             trust: required(self.trust, "trust")?,
@@ -398,6 +529,9 @@ impl ContextItem {
     /// planner hashes only the items it keeps.
     pub fn prepare(&mut self, limits: ItemLimits, id_salt: &str) -> Result<()> {
         check_version("context item", self.schema_version)?;
+        if self.content.is_none() && self.content_ref.is_none() {
+            self.content = self.derived_content()?;
+        }
         self.validate(limits)?;
         if let Some(given) = &self.digest {
             let digest = self.content_digest();
@@ -409,7 +543,7 @@ impl ContextItem {
             }
         }
         if self.token_estimate.is_none() {
-            self.token_estimate = Some(tokens::estimate(self.visible_text()));
+            self.token_estimate = Some(self.estimate());
         }
         if self.item_id.is_none() {
             self.digest = Some(self.content_digest());
@@ -417,6 +551,43 @@ impl ContextItem {
             self.item_id = Some(canonical::derived_id("it", &identity));
         }
         Ok(())
+    }
+
+    /// What `content` is for an item whose structure says it: the text parts
+    /// joined by newlines, or a tool definition's canonical JSON.
+    pub fn derived_content(&self) -> Result<Option<String>> {
+        match &self.tool {
+            Some(tool) => canonical::to_string(tool).map(Some),
+            None if !self.parts.is_empty() => Ok(Some(self.parts_text())),
+            None => Ok(None),
+        }
+    }
+
+    /// The text parts joined by newlines.
+    pub fn parts_text(&self) -> String {
+        let texts: Vec<&str> = self.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+        texts.join("\n")
+    }
+
+    /// Estimated tokens: the visible text, every part a provider charges
+    /// beyond it, and the tool calls' arguments. Saturates, never wraps.
+    pub fn estimate(&self) -> u32 {
+        let parts: u64 = self.parts.iter().map(Part::extra_tokens).fold(0, u64::saturating_add);
+        let calls: u64 = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).map(|a| u64::from(tokens::estimate(a))).sum();
+        let total = u64::from(tokens::estimate(self.visible_text())).saturating_add(parts).saturating_add(calls);
+        u32::try_from(total).unwrap_or(u32::MAX)
+    }
+
+    /// Bytes of text the item carries besides `content`: part payloads and
+    /// call arguments (binary parts are in the content store).
+    fn payload_bytes(&self) -> u64 {
+        let part = |p: &Part| {
+            [&p.data, &p.encrypted_content, &p.url].iter().filter_map(|f| f.as_ref()).map(|f| f.len() as u64).sum::<u64>()
+                + p.summary.iter().map(|s| s.len() as u64).sum::<u64>()
+                + if p.kind == PartKind::Text { 0 } else { p.text.as_ref().map_or(0, |t| t.len() as u64) }
+        };
+        let parts: u64 = self.parts.iter().map(part).sum();
+        parts + self.tool_calls.iter().filter_map(|c| c.arguments.as_ref()).map(|a| a.len() as u64).sum::<u64>()
     }
 
     // Out of line, `prepare` stays under the size at which the JVM host's
@@ -442,7 +613,7 @@ impl ContextItem {
                 reference.validate()?;
                 reference.summary.len() as u64
             }
-        };
+        } + self.payload_bytes();
         if bytes > limits.max_item_bytes {
             return Err(KernelError::limit(format!(
                 "item `{id}` has {bytes} bytes of text; the ceiling is {} (externalize it with a contentRef)",
@@ -462,19 +633,18 @@ impl ContextItem {
         }
         match (self.kind, self.role) {
             (ItemKind::Message, None) => return fail("a message needs a role"),
-            (ItemKind::Message, _) | (_, None) => {}
-            (_, Some(_)) => return fail("only message items have a role"),
+            (ItemKind::Message, _) | (_, None) | (ItemKind::SystemPolicy, Some(Role::System | Role::Developer)) => {}
+            (ItemKind::SystemPolicy, Some(_)) => return fail("a system-policy item's role, when it has one, is `system` or `developer`"),
+            (_, Some(_)) => return fail("only message and system-policy items have a role"),
+        }
+        if self.anchor == Some(Anchor::Instructions) && self.kind != ItemKind::SystemPolicy {
+            return fail("only system-policy items are anchored `instructions`");
         }
         if !self.tool_calls.is_empty() && !(self.kind == ItemKind::Message && self.role == Some(Role::Assistant)) {
             return fail("only assistant messages carry toolCalls");
         }
-        for (k, call) in self.tool_calls.iter().enumerate() {
-            check_id("toolCalls[].callId", &call.call_id)?;
-            check_id("toolCalls[].name", &call.name)?;
-            if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
-                return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");
-            }
-        }
+        self.validate_payload()?;
+        self.validate_calls()?;
         if let Some(result) = &self.tool_result {
             if self.kind != ItemKind::ToolEvidence {
                 return fail("only tool-evidence items carry a toolResult");

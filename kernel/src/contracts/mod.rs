@@ -4,6 +4,8 @@
 //!
 //! - `item` — the context item: kinds, roles, trust, tool calls and results,
 //!   and the budget partition an item lands in
+//! - `part` — the parts of a provider message kept losslessly (images,
+//!   documents, thinking, reasoning, cache hints)
 //! - `provenance` — where a thing came from and where its content is kept
 //! - `policy` — who may see what: sensitivity, scopes, sinks, retention
 //! - `memory` — the memory record, its states, a replica's report on a deletion
@@ -12,6 +14,7 @@
 
 mod item;
 mod memory;
+mod part;
 mod policy;
 mod provenance;
 mod provider;
@@ -19,6 +22,7 @@ mod session;
 
 pub use item::*;
 pub use memory::*;
+pub use part::*;
 pub use policy::*;
 pub use provenance::*;
 pub use provider::*;
@@ -223,7 +227,7 @@ mod tests {
     #[test]
     fn structure_must_match_kind() {
         let mut item = message("hi");
-        item.tool_calls.push(ToolCall { call_id: "c1".into(), name: "grep".into() });
+        item.tool_calls.push(ToolCall { arguments: None, cache_control: None, call_id: "c1".into(), name: "grep".into(), provider_id: None });
         assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::InvalidRequest);
     }
 

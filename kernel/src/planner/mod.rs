@@ -5,7 +5,7 @@
 //!
 //! items ──► partition (by kind, never raising trust)
 //!       ──► units (a tool call travels with its results)
-//!       ──► filters (expired, sink-denied, orphan results)
+//!       ──► filters (expired, sink-denied, orphan results, superseded instructions)
 //!       ──► must-keep set (never dropped for tokens, else context-over-budget)
 //!       ──► minimums reserved, then greedy selection per partition in a
 //!           fixed order (priority, kind, recency, id) under ceilings
@@ -19,7 +19,8 @@
 //! One file per step, in the order [`plan`] runs them:
 //! - `admit` — the request, model and policy checked; the input budget
 //! - `units` — items grouped with their tool results; expired, sink-denied
-//!   and orphan items dropped with their reason
+//!   and orphan items dropped with their reason; instructions a later set
+//!   replaced, superseded
 //! - `must_keep` — what is never dropped for tokens, and why
 //! - `budget` — minimums held, greedy selection under ceilings; the
 //!   budget's drop reasons (ceiling, exhausted, history cut-off)
@@ -55,7 +56,7 @@ use crate::session::{chrono, Candidate, LogTables};
 use digest::finish;
 use must_keep::mark_must_keep;
 use order::{dropped_items, hash_kept, prompt_order};
-use units::{drop_offending_units, group_units, Entry};
+use units::{drop_offending_units, drop_superseded, group_units, Entry};
 
 /// Basis points: 10 000 = the whole input budget.
 const BP: u64 = 10_000;
@@ -99,6 +100,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         .collect();
     let mut units = group_units(&candidates, &mut entries);
     drop_offending_units(&units, &mut entries);
+    drop_superseded(&candidates, &mut entries);
     let pending_tool_calls = mark_must_keep(&mut units, &candidates, &entries, &request.now);
 
     let mut recovery = Recovery::new(session.as_ref(), memory_revision, policy)?;

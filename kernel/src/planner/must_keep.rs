@@ -33,8 +33,13 @@ pub(super) fn mark_must_keep(units: &mut [Unit], candidates: &[Candidate], entri
         if e.facts.user_request {
             latest_user = Some(i);
         }
-        if let Some(anchor) = e.facts.anchor {
-            latest_anchor.insert(anchor, i);
+        match e.facts.anchor {
+            // Only the current instructions are left (see `drop_superseded`): all of them stay.
+            Some(crate::contracts::Anchor::Instructions) => mark(i, KeepReason::Anchor, &mut must),
+            Some(anchor) => {
+                latest_anchor.insert(anchor, i);
+            }
+            None => {}
         }
         if e.facts.has_task || e.facts.has_interaction {
             let item = &candidates[i].item;

@@ -46,6 +46,8 @@ pub enum DropReason {
     BudgetExhausted,
     /// An older conversation turn after the history was cut.
     HistoryCutoff,
+    /// Instructions a later set replaced (the latest `instructions` anchor's).
+    Superseded,
 }
 }
 
@@ -74,6 +76,7 @@ impl DropReason {
             DropReason::PartitionCeiling => "partition-ceiling",
             DropReason::BudgetExhausted => "budget-exhausted",
             DropReason::HistoryCutoff => "history-cutoff",
+            DropReason::Superseded => "superseded",
         }
     }
 }

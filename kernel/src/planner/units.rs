@@ -1,9 +1,10 @@
 //! Units: a tool call travels with its results. The filters that drop a
 //! whole unit are decided here: `expired`, `sink-denied` (and `pair-dropped`
-//! for the rest of the unit), `orphan-tool-result`.
+//! for the rest of the unit), `orphan-tool-result`, and `superseded` for
+//! instructions a later set replaced.
 
 use crate::canonical::Timestamp;
-use crate::contracts::ToolOutcome;
+use crate::contracts::{Anchor, ToolOutcome};
 use crate::session::{Candidate, ItemFacts};
 use super::output::{DropReason, KeepReason};
 
@@ -104,6 +105,24 @@ pub(super) fn drop_offending_units(units: &[Unit], entries: &mut [Entry]) {
         for i in unit.members() {
             let reason = if i == culprit { reason } else { DropReason::PairDropped };
             entries[i].decision = Some(Decision::Drop(reason));
+        }
+    }
+}
+
+/// Instructions a later set replaced: the current instructions are the
+/// items anchored `instructions` that share the latest one's `sourceRef`
+/// id and seq (one import's system prompt); the others are superseded.
+#[inline(never)]
+pub(super) fn drop_superseded(candidates: &[Candidate], entries: &mut [Entry]) {
+    let instructions = |e: &Entry| e.facts.anchor == Some(Anchor::Instructions);
+    let Some(latest) = entries.iter().rposition(instructions) else {
+        return;
+    };
+    let group = |c: &Candidate| (c.item.source_ref.id.clone(), c.item.source_ref.seq);
+    let current = group(&candidates[latest]);
+    for (c, e) in candidates.iter().zip(entries.iter_mut()) {
+        if instructions(e) && e.decision.is_none() && group(c) != current {
+            e.decision = Some(Decision::Drop(DropReason::Superseded));
         }
     }
 }

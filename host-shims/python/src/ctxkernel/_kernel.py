@@ -36,9 +36,12 @@ COMMANDS = (
     "read-memory",
     "recall-memory",
     "resident-snapshot",
+    "import-messages",
+    "render-context",
+    "validate-request",
 )
 #: Commands that only read: their transaction takes no write lock.
-READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot"})
+READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot", "render-context", "validate-request"})
 #: What every host answers when the kernel traps (the trap's own text differs per engine).
 TRAPPED = "the kernel trapped; the call was rolled back"
 
@@ -156,6 +159,15 @@ class Kernel:
 
     def resident_snapshot(self, request: dict) -> dict:
         return self._json("resident-snapshot", request)
+
+    def import_messages(self, request: dict) -> dict:
+        return self._json("import-messages", request)
+
+    def render_context(self, request: dict) -> dict:
+        return self._json("render-context", request)
+
+    def validate_request(self, request: dict) -> dict:
+        return self._json("validate-request", request)
 
     def put_content(self, request: Union[str, dict], content: bytes) -> dict:
         """Stores `content` by its sha256; returns `{contentRef, created}`."""

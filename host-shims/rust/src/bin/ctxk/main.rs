@@ -40,6 +40,15 @@ enum Command {
     },
     /// Append items to a session log (an `append-events` request).
     Append { file: Option<PathBuf> },
+    /// Append a provider transcript to a session (an `import-messages` request).
+    ImportMessages { file: Option<PathBuf> },
+    /// Render a model call's context as a provider request body (a `render-context` request).
+    Render {
+        file: Option<PathBuf>,
+        /// Print only the body, byte for byte as the kernel wrote it.
+        #[arg(long)]
+        body: bool,
+    },
     /// Read a session's events.
     Events {
         #[arg(long)]
@@ -204,6 +213,12 @@ fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
     }
 }
 
+#[derive(serde::Deserialize)]
+struct Rendered<'a> {
+    #[serde(borrow)]
+    body: &'a serde_json::value::RawValue,
+}
+
 enum Failure {
     Kernel(KernelError),
     Host(anyhow::Error),
@@ -228,7 +243,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         return Ok(parity::run(fixtures, out, read.as_deref())?);
     }
     // Only commands that write something may create a store; the others need one.
-    let creates = matches!(cli.command, Command::Append { .. } | Command::PutContent { .. } | Command::Remember { .. }
+    let creates = matches!(cli.command, Command::Append { .. } | Command::ImportMessages { .. } | Command::Render { .. } | Command::PutContent { .. } | Command::Remember { .. }
         | Command::Demo { .. } | Command::Import { .. } | Command::Call { .. } | Command::Plan { .. });
     if !creates && !cli.store.exists() {
         return Err(anyhow::anyhow!("no store at {} (`ctxk append`, `ctxk import` or `make demo` create one)", cli.store.display()).into());
@@ -237,7 +252,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         let count = inspect::import(&cli.store, file)?;
         return out(format!("imported {count} entries into {}\n", cli.store.display()).as_bytes());
     }
-    let mut store = if matches!(cli.command, Command::Plan { .. }) && !cli.store.exists() {
+    let mut store = if matches!(cli.command, Command::Plan { .. } | Command::Render { .. }) && !cli.store.exists() {
         // A plan of inline items needs no store file.
         SqliteStore::in_memory()?
     } else {
@@ -319,6 +334,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Info => ("info", json!({"schemaVersion": 1}).to_string()),
         Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
         Command::Append { file } => ("append-events", read_request(file.as_ref())?),
+        Command::ImportMessages { file } => ("import-messages", read_request(file.as_ref())?),
+        Command::Render { file, .. } => ("render-context", read_request(file.as_ref())?),
         Command::Events { session, after, limit } => (
             "read-events",
             json!({"schemaVersion": 1, "sessionId": session, "afterSeq": after, "limit": limit}).to_string(),
@@ -352,6 +369,11 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         }
     };
     let response = kernel.call(command, &request)?;
+    if let Command::Render { body: true, .. } = cli.command {
+        // Cut from the kernel's text, not re-serialized: what the provider gets is what the kernel wrote.
+        let rendered: Rendered = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
+        return out(format!("{}\n", rendered.body.get()).as_bytes());
+    }
     if cli.json || matches!(cli.command, Command::Call { .. }) {
         return out(format!("{response}\n").as_bytes());
     }
@@ -359,7 +381,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let text = match &cli.command {
         Command::Info => report::info(&value),
         Command::Plan { all, .. } => report::plan(&value, *all),
-        Command::Append { .. } => report::appended(&value),
+        Command::Append { .. } | Command::ImportMessages { .. } => report::appended(&value),
+        Command::Render { .. } => report::render(&value),
         Command::Events { .. } => report::events(&value),
         Command::Reconcile { .. } if value.get("deletionId").is_some() => report::deletion(&value),
         Command::Compact { .. } | Command::Continue { .. } | Command::Reconcile { .. } => report::compaction(&value),

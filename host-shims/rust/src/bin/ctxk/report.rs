@@ -144,12 +144,37 @@ pub fn plan(v: &Value, all_dropped: bool) -> String {
 pub fn appended(v: &Value) -> String {
     let appended = v["appended"].as_array().map_or(0, Vec::len);
     let tokens: u64 = v["appended"].as_array().into_iter().flatten().map(|a| n(&a["tokenEstimate"])).sum();
+    // An import also says how much of the transcript the session already held.
+    let skipped = v["skipped"].as_u64().map_or(String::new(), |k| format!(" ({k} already held)"));
     format!(
-        "appended {appended} events ({tokens} tokens) to {}; head seq {} {}\n",
+        "appended {appended} events ({tokens} tokens){skipped} to {}; head seq {} {}\n",
         s(&v["sessionId"]),
         n(&v["head"]["seq"]),
         s(&v["head"]["digest"])
     )
+}
+
+pub fn render(v: &Value) -> String {
+    let mut out = String::new();
+    let body = &v["body"];
+    let turns = ["messages", "input"].iter().find_map(|k| body[k].as_array()).map_or(0, Vec::len);
+    let _ = writeln!(out, "{} — {} for model {}: {turns} turns, {} tools", s(&v["planId"]), s(&v["format"]), s(&body["model"]),
+        body["tools"].as_array().map_or(0, Vec::len));
+    let budget = &v["budget"];
+    let _ = writeln!(out, "budget: input {}; used {}, free {}", n(&budget["input"]), n(&budget["used"]), n(&budget["free"]));
+    let _ = writeln!(out, "plan digest {}", s(&v["planDigest"]));
+    for note in v["notes"].as_array().into_iter().flatten() {
+        let _ = write!(out, "  {:<18} {}", s(&note["action"]), s(&note["reason"]));
+        if let Some(item) = note["itemId"].as_str() {
+            let _ = write!(out, " ({item})");
+        }
+        if let Some(detail) = note["detail"].as_str() {
+            let _ = write!(out, ": {}", preview(detail, 80));
+        }
+        out.push('\n');
+    }
+    out.push_str("`--body` prints the request body alone.\n");
+    out
 }
 
 pub fn content(v: &Value) -> String {

@@ -109,4 +109,15 @@ public interface Envelopes {
 
     record ResidentSnapshot(List<String> included, long memoryRevision, int schemaVersion, String text, long tokens,
             String version) {}
+
+    record ImportResponse(List<Appended> appended, Head head, int schemaVersion, String sessionId, long skipped) {}
+
+    record RenderNote(String action, String detail, String itemId, String reason) {}
+
+    record RenderResponse(PlanBinding binding, JsonNode body, BudgetSummary budget, String format, List<RenderNote> notes,
+            String planDigest, String planId, int schemaVersion) {}
+
+    record Violation(String message, String path, String rule) {}
+
+    record ValidateResponse(String format, int schemaVersion, boolean valid, List<Violation> violations) {}
 }

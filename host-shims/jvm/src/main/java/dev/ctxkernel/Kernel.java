@@ -29,10 +29,11 @@ public final class Kernel {
     public static final List<String> COMMANDS = List.of(
             "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
             "reconcile", "read-kernel-events", "propose-memory", "consolidate-memory", "decide-memory", "delete-memory", "purge-memory",
-            "read-memory", "recall-memory", "resident-snapshot");
+            "read-memory", "recall-memory", "resident-snapshot", "import-messages", "render-context", "validate-request");
     /** Commands that only read: their transaction takes no write lock. */
     private static final Set<String> READ_ONLY = Set.of(
-            "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot");
+            "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot",
+            "render-context", "validate-request");
     /** What every host answers when the kernel traps (the trap's own text differs per engine). */
     static final String TRAPPED = "the kernel trapped; the call was rolled back";
     /** Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}). */
@@ -227,6 +228,19 @@ public final class Kernel {
 
     public Envelopes.ResidentSnapshot residentSnapshot(Object request) {
         return call("resident-snapshot", request, Envelopes.ResidentSnapshot.class);
+    }
+
+    public Envelopes.ImportResponse importMessages(Object request) {
+        return call("import-messages", request, Envelopes.ImportResponse.class);
+    }
+
+    /** The body stays a JSON tree; {@code call("render-context", text)} gives its exact text. */
+    public Envelopes.RenderResponse renderContext(Object request) {
+        return call("render-context", request, Envelopes.RenderResponse.class);
+    }
+
+    public Envelopes.ValidateResponse validateRequest(Object request) {
+        return call("validate-request", request, Envelopes.ValidateResponse.class);
     }
 
     /** Stores {@code content} by its sha256. */

@@ -1,0 +1,506 @@
+//! Anthropic Messages: `system` (a string or text blocks) and `messages`
+//! whose content is a string or blocks (`text`, `image`, `document`,
+//! `tool_use`, `tool_result`, `thinking`, `redacted_thinking`).
+//!
+//! A user message's `tool_result` blocks become tool turns ahead of the
+//! rest of that message; an assistant message is one turn whose `tool_use`
+//! blocks are its calls, after its other blocks.
+
+use super::turns::{check_pairing, text_part, Body, Reading, Speaker, Turn};
+use crate::contracts::{CacheControl, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+const TRANSCRIPT: &[&str] = &["messages", "system", "tools"];
+/// `MessageCreateParams` besides the transcript.
+const CONFIG: &[&str] = &[
+    "max_tokens", "metadata", "model", "service_tier", "stop_sequences", "stream", "temperature", "thinking", "tool_choice", "top_k", "top_p",
+];
+const REQUIRED: &[&str] = &["max_tokens", "messages", "model"];
+
+/// Reads a body; `strict` reads it as a request and adds the rules the
+/// Messages API enforces on one.
+pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
+    let mut r = Reading::default();
+    let Some(top) = r.object(body, "$") else { return r };
+    r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
+    if let Some(system) = top.get("system").filter(|s| !s.is_null()) {
+        read_system(&mut r, system);
+    }
+    let Some(messages) = r.field(top, "$", "messages") else { return r };
+    let Some(messages) = r.array(messages, "messages") else { return r };
+    for (i, message) in messages.iter().enumerate() {
+        read_message(&mut r, message, &format!("messages[{i}]"));
+    }
+    check_pairing(&mut r, known);
+    tools(&mut r, top, strict);
+    if strict {
+        strict_rules(&mut r, messages);
+    }
+    r
+}
+
+fn read_system(r: &mut Reading, system: &Value) {
+    let mut turn = Turn::new(Speaker::System, "system");
+    turn.preamble = true;
+    match system {
+        Value::String(text) => turn.text = text.clone(),
+        Value::Array(blocks) => {
+            for (k, block) in blocks.iter().enumerate() {
+                let at = format!("system[{k}]");
+                let Some(b) = r.object(block, &at) else { continue };
+                if b.get("type").and_then(Value::as_str) != Some("text") {
+                    r.fail(format!("{at}.type"), "unknown-block-type", "system blocks are `text` blocks");
+                    continue;
+                }
+                r.only(b, &at, &["type", "text", "cache_control"]);
+                let cache = r.cache_control(b, &at);
+                if let Some(text) = r.string(b, &at, "text") {
+                    turn.parts.push(text_part(text, cache));
+                }
+            }
+            turn.join_text();
+        }
+        _ => r.fail("system", "wrong-type", "must be a string or an array of text blocks"),
+    }
+    r.turns.push(turn);
+}
+
+fn read_message(r: &mut Reading, message: &Value, at: &str) {
+    let Some(m) = r.object(message, at) else { return };
+    r.only(m, at, &["role", "content"]);
+    let speaker = match m.get("role").and_then(Value::as_str) {
+        Some("user") => Speaker::User,
+        Some("assistant") => Speaker::Assistant,
+        _ => return r.fail(format!("{at}.role"), "wrong-role", "role must be `user` or `assistant`"),
+    };
+    let mut turn = Turn::new(speaker, at);
+    match r.field(m, at, "content") {
+        Some(Value::String(text)) => turn.text = text.clone(),
+        Some(Value::Array(blocks)) => {
+            let mut results = 0;
+            for (k, block) in blocks.iter().enumerate() {
+                let at = format!("{at}.content[{k}]");
+                if let Some(b) = r.object(block, &at) {
+                    results += usize::from(read_block(r, &mut turn, b, &at));
+                }
+            }
+            turn.join_text();
+            if results > 0 && turn.parts.is_empty() {
+                // Only tool results: they are the message's turns.
+                return;
+            }
+        }
+        Some(_) => r.fail(format!("{at}.content"), "wrong-type", "content must be a string or an array of blocks"),
+        None => {}
+    }
+    r.turns.push(turn);
+}
+
+/// Reads one block into `turn`; true when it was a tool result (a turn of its own).
+fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str) -> bool {
+    let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
+    let user = turn.speaker == Speaker::User;
+    match (kind, user) {
+        ("text", _) => {
+            r.only(b, at, &["type", "text", "cache_control"]);
+            let cache = r.cache_control(b, at);
+            if let Some(text) = r.string(b, at, "text") {
+                turn.parts.push(text_part(text, cache));
+            }
+        }
+        ("image" | "document", true) => {
+            if let Some((part, blob)) = media(r, b, at, kind) {
+                if let Some(data) = blob {
+                    turn.blobs.push((turn.parts.len(), data));
+                }
+                turn.parts.push(part);
+            }
+        }
+        ("tool_result", true) => {
+            tool_result(r, b, at);
+            return true;
+        }
+        ("tool_use", false) => {
+            r.only(b, at, &["type", "id", "name", "input", "cache_control"]);
+            let cache = r.cache_control(b, at);
+            let (id, name) = (r.id(b, at, "id"), r.id(b, at, "name"));
+            let input = r.field(b, at, "input").cloned();
+            if input.as_ref().is_some_and(|i| !i.is_object()) {
+                r.fail(format!("{at}.input"), "arguments-not-json", "a tool_use input must be a JSON object");
+            }
+            if let (Some(call_id), Some(name), Some(input @ Value::Object(_))) = (id, name, input) {
+                let arguments = crate::canonical::to_string(&input).ok();
+                turn.calls.push(ToolCall { arguments, cache_control: cache, call_id, name, provider_id: None });
+            }
+        }
+        ("thinking", false) => {
+            r.only(b, at, &["type", "thinking", "signature"]);
+            let (thinking, signature) = (r.string(b, at, "thinking"), r.string(b, at, "signature"));
+            if let (Some(text), Some(signature)) = (thinking, signature) {
+                turn.parts.push(Part { text: Some(text), signature: Some(signature), ..Part::empty(PartKind::Thinking) });
+            }
+        }
+        ("redacted_thinking", false) => {
+            r.only(b, at, &["type", "data"]);
+            if let Some(data) = r.string(b, at, "data") {
+                turn.parts.push(Part { data: Some(data), ..Part::empty(PartKind::RedactedThinking) });
+            }
+        }
+        _ => r.fail(
+            format!("{at}.type"),
+            "unknown-block-type",
+            format!("a {} message has no `{kind}` blocks the kernel reads", if user { "user" } else { "assistant" }),
+        ),
+    }
+    false
+}
+
+/// A `tool_result` block: a tool turn of its own, ahead of the message's other content.
+fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
+    r.only(b, at, &["type", "tool_use_id", "content", "is_error", "cache_control"]);
+    let mut turn = Turn::new(Speaker::Tool, at);
+    let error = match b.get("is_error") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(e)) => *e,
+        Some(_) => {
+            r.fail(format!("{at}.is_error"), "wrong-type", "is_error must be a boolean");
+            false
+        }
+    };
+    let cache = r.cache_control(b, at);
+    match b.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) if cache.is_none() => turn.text = text.clone(),
+        Some(Value::String(_)) => r.fail(format!("{at}.content"), "unknown-field", "a cached tool_result keeps its content as blocks"),
+        Some(Value::Array(blocks)) => {
+            for (k, block) in blocks.iter().enumerate() {
+                let at = format!("{at}.content[{k}]");
+                let Some(inner) = r.object(block, &at) else { continue };
+                match inner.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        r.only(inner, &at, &["type", "text", "cache_control"]);
+                        let cache = r.cache_control(inner, &at);
+                        if let Some(text) = r.string(inner, &at, "text") {
+                            turn.parts.push(text_part(text, cache));
+                        }
+                    }
+                    Some(kind @ ("image" | "document")) => {
+                        if let Some((part, blob)) = media(r, inner, &at, kind) {
+                            if let Some(data) = blob {
+                                turn.blobs.push((turn.parts.len(), data));
+                            }
+                            turn.parts.push(part);
+                        }
+                    }
+                    _ => r.fail(format!("{at}.type"), "unknown-block-type", "tool results hold text, image or document blocks"),
+                }
+            }
+            if blocks.is_empty() {
+                r.fail(format!("{at}.content"), "empty-content", "an empty result is the empty string, not an empty array");
+            }
+        }
+        Some(_) => r.fail(format!("{at}.content"), "wrong-type", "content must be a string or an array of blocks"),
+    }
+    // The block's breakpoint is kept on its last part: the cached prefix ends in the same place.
+    if let Some(cache) = cache {
+        match turn.parts.last_mut() {
+            Some(last) if last.cache_control.is_none() => last.cache_control = Some(cache),
+            _ => r.fail(format!("{at}.cache_control"), "unknown-field", "a cached tool_result needs content blocks, the last without its own cache_control"),
+        }
+    }
+    turn.join_text();
+    if let Some(id) = r.id(b, at, "tool_use_id") {
+        turn.result = Some((id, if error { ToolOutcome::Error } else { ToolOutcome::Success }));
+        r.turns.push(turn);
+    }
+}
+
+/// The image types the Messages API reads as base64.
+pub const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
+
+/// An image or document block: its part, and the base64 payload to store.
+fn media(r: &mut Reading, b: &Map<String, Value>, at: &str, kind: &str) -> Option<(Part, Option<String>)> {
+    let allowed: &[&str] = if kind == "image" { &["type", "source", "cache_control"] } else { &["type", "source", "title", "cache_control"] };
+    r.only(b, at, allowed);
+    let cache = r.cache_control(b, at);
+    let title = r.optional_string(b, at, "title");
+    let source = r.field(b, at, "source")?;
+    let s = r.object(source, &format!("{at}.source"))?;
+    let at = format!("{at}.source");
+    let mut part = Part { cache_control: cache, title, ..Part::empty(if kind == "image" { PartKind::Image } else { PartKind::Document }) };
+    match s.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            r.only(s, &at, &["type", "media_type", "data"]);
+            let media = r.id(s, &at, "media_type")?;
+            let allowed: &[&str] = if kind == "image" { &IMAGE_TYPES } else { &["application/pdf"] };
+            if !allowed.contains(&media.as_str()) {
+                r.fail(format!("{at}.media_type"), "wrong-media-type", format!("a base64 {kind} is one of {}", allowed.join(", ")));
+            }
+            part.media_type = Some(media);
+            let data = r.string(s, &at, "data")?;
+            Some((part, Some(data)))
+        }
+        Some("url") => {
+            r.only(s, &at, &["type", "url"]);
+            part.url = Some(r.string(s, &at, "url")?);
+            Some((part, None))
+        }
+        Some("text") if kind == "document" => {
+            r.only(s, &at, &["type", "media_type", "data"]);
+            let media = r.id(s, &at, "media_type")?;
+            if media != "text/plain" {
+                r.fail(format!("{at}.media_type"), "wrong-media-type", "a text document is `text/plain`");
+            }
+            part.media_type = Some(media);
+            part.text = Some(r.string(s, &at, "data")?);
+            Some((part, None))
+        }
+        _ => {
+            r.fail(format!("{at}.type"), "unknown-block-type", "a source is `base64`, `url` (or `text` for documents)");
+            None
+        }
+    }
+}
+
+/// The rules the Messages API enforces on the order of a request's messages.
+fn strict_rules(r: &mut Reading, messages: &[Value]) {
+    if messages.is_empty() {
+        r.fail("messages", "empty-messages", "a request needs at least one message");
+    }
+    let kind = |b: &Value| b.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let mut previous_role = "";
+    let mut asked: Vec<String> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if i == 0 && role != "user" {
+            r.fail(format!("{at}.role"), "first-message-not-user", "the first message must be a user message");
+        }
+        if i > 0 && role == previous_role {
+            r.fail(format!("{at}.role"), "roles-not-alternating", format!("two `{role}` messages in a row; merge them"));
+        }
+        let content: &[Value] = match m.get("content") {
+            Some(Value::Array(b)) => b,
+            _ => &[],
+        };
+        let empty = match m.get("content") {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if empty && !(role == "assistant" && i + 1 == messages.len()) {
+            r.fail(format!("{at}.content"), "empty-content", "a message needs non-empty content");
+        }
+        for (k, b) in content.iter().enumerate() {
+            if kind(b) == "text" && b.get("text").and_then(Value::as_str) == Some("") {
+                r.fail(format!("{at}.content[{k}].text"), "empty-content", "text blocks must be non-empty");
+            }
+        }
+        let results: Vec<(usize, String)> = content
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| kind(b) == "tool_result")
+            .map(|(k, b)| (k, b.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string()))
+            .collect();
+        if role == "user" {
+            for (k, id) in &results {
+                if !asked.contains(id) {
+                    r.fail(format!("{at}.content[{k}]"), "result-without-call", format!("tool_result `{id}` has no tool_use in the previous assistant message"));
+                }
+            }
+            for id in asked.iter().filter(|id| !results.iter().any(|(_, r)| r == *id)) {
+                r.fail(at.clone(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
+            }
+            if let Some(first_other) = content.iter().position(|b| kind(b) != "tool_result") {
+                if let Some((k, _)) = results.iter().find(|(k, _)| *k > first_other) {
+                    r.fail(format!("{at}.content[{k}]"), "results-not-first", "tool_result blocks come before any other content in their message");
+                }
+            }
+            asked.clear();
+        } else if role == "assistant" {
+            for id in &asked {
+                r.fail(at.clone(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
+            }
+            asked = content.iter().filter(|b| kind(b) == "tool_use").filter_map(|b| b.get("id").and_then(Value::as_str)).map(str::to_string).collect();
+            for (k, b) in content.iter().enumerate().filter(|(_, b)| kind(b) == "tool_use") {
+                let id = b.get("id").and_then(Value::as_str).unwrap_or("");
+                if !id_ok(id) {
+                    r.fail(format!("{at}.content[{k}].id"), "id-pattern", format!("tool_use id `{id}` must match ^[a-zA-Z0-9_-]+$"));
+                }
+            }
+        }
+        previous_role = role;
+    }
+    for id in &asked {
+        // A request may end on an assistant turn only as a prefill, whose calls are never answered.
+        r.fail(format!("messages[{}]", messages.len() - 1), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
+    }
+}
+
+/// The `tools` of a request: each a custom tool (`name`, `input_schema`) or
+/// a server tool (a `type` of its own, not checked further); in a request
+/// (`strict`), present when the messages use tools.
+fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
+    let uses_tools = r.turns.iter().any(|t| !t.calls.is_empty() || t.result.is_some());
+    let tools = match top.get("tools") {
+        None | Some(Value::Null) => &Vec::new(),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return r.fail("$.tools", "wrong-type", "tools must be an array"),
+    };
+    if strict && uses_tools && tools.is_empty() {
+        r.fail("$.tools", "tools-required", "a request whose messages hold tool_use or tool_result blocks must define tools");
+    }
+    for (k, tool) in tools.iter().enumerate() {
+        let at = format!("tools[{k}]");
+        let Some(t) = r.object(tool, &at) else { continue };
+        let custom = t.contains_key("input_schema") || t.get("type").and_then(Value::as_str).is_none_or(|k| k == "custom");
+        if custom {
+            r.only(t, &at, &["type", "name", "description", "input_schema", "cache_control"]);
+            let (name, description) = (r.string(t, &at, "name"), r.optional_string(t, &at, "description"));
+            let schema = r.field(t, &at, "input_schema");
+            let cache = r.cache_control(t, &at);
+            if let Some(tool) = r.tool(&at, name, description, schema) {
+                r.tools.push(ToolDefinition { cache_control: cache, ..tool });
+            }
+        } else if !strict {
+            r.fail(format!("{at}.type"), "unknown-block-type", "only custom tools (name, input_schema) are imported");
+        }
+    }
+}
+
+/// Writes turns as a Messages request body, merging adjacent turns of one
+/// role as the API requires.
+pub fn write(turns: &[Turn], body: &Body) -> Value {
+    let mut system: Vec<Value> = Vec::new();
+    let mut plain_system: Vec<&str> = Vec::new();
+    let mut messages: Vec<(String, Vec<Value>, Option<String>)> = Vec::new();
+    for turn in turns {
+        match turn.speaker {
+            Speaker::System | Speaker::Developer => {
+                if turn.parts.is_empty() {
+                    plain_system.push(&turn.text);
+                    system.push(json!({"type": "text", "text": turn.text}));
+                } else {
+                    system.extend(turn.parts.iter().filter_map(|p| block(p, body)));
+                }
+            }
+            Speaker::Tool => {
+                let (id, outcome) = turn.result.clone().unwrap_or((String::new(), ToolOutcome::Success));
+                let mut result = Map::new();
+                result.insert("type".into(), json!("tool_result"));
+                result.insert("tool_use_id".into(), json!(id));
+                let content = if turn.parts.is_empty() { json!(turn.text) } else { Value::Array(turn.parts.iter().filter_map(|p| block(p, body)).collect()) };
+                result.insert("content".into(), content);
+                if outcome == ToolOutcome::Error {
+                    result.insert("is_error".into(), json!(true));
+                }
+                push(&mut messages, "user", vec![Value::Object(result)], None);
+            }
+            Speaker::User | Speaker::Assistant => {
+                let role = if turn.speaker == Speaker::User { "user" } else { "assistant" };
+                let plain = turn.parts.is_empty() && turn.calls.is_empty();
+                let mut content: Vec<Value> = if turn.parts.is_empty() && !turn.text.is_empty() {
+                    vec![json!({"type": "text", "text": turn.text})]
+                } else {
+                    turn.parts.iter().filter_map(|p| block(p, body)).collect()
+                };
+                content.extend(turn.calls.iter().map(tool_use));
+                push(&mut messages, role, content, plain.then(|| turn.text.clone()));
+            }
+        }
+    }
+    let messages: Vec<Value> = messages
+        .into_iter()
+        .map(|(role, content, plain)| match plain {
+            Some(text) => json!({"role": role, "content": text}),
+            None => json!({"role": role, "content": content}),
+        })
+        .collect();
+    let mut out = json!({"max_tokens": body.max_tokens, "messages": messages, "model": body.model});
+    if plain_system.len() == 1 && system.len() == 1 {
+        out["system"] = json!(plain_system[0]);
+    } else if !system.is_empty() {
+        out["system"] = Value::Array(system);
+    }
+    if !body.tools.is_empty() {
+        out["tools"] = Value::Array(body.tools.iter().map(tool).collect());
+    }
+    out
+}
+
+/// Appends content to the last message when it has the same role: results
+/// go ahead of a user message's other blocks, thinking ahead of an assistant's.
+fn push(messages: &mut Vec<(String, Vec<Value>, Option<String>)>, role: &str, content: Vec<Value>, plain: Option<String>) {
+    match messages.last_mut() {
+        Some((last, blocks, last_plain)) if last == role => {
+            if let Some(text) = last_plain.take() {
+                *blocks = vec![json!({"type": "text", "text": text})];
+            }
+            blocks.extend(content);
+            let first: &[&str] = if role == "user" { &["tool_result"] } else { &["thinking", "redacted_thinking"] };
+            let rank = |b: &Value| u8::from(!first.contains(&b.get("type").and_then(Value::as_str).unwrap_or("")));
+            blocks.sort_by_key(rank);
+        }
+        _ => messages.push((role.to_string(), content, plain)),
+    }
+}
+
+/// Whether an id is one Anthropic accepts for a `tool_use`.
+pub fn id_ok(id: &str) -> bool {
+    !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
+
+fn tool_use(call: &ToolCall) -> Value {
+    let input: Value = call.arguments.as_deref().and_then(|a| serde_json::from_str(a).ok()).filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let mut block = json!({"type": "tool_use", "id": call.call_id, "name": call.name, "input": input});
+    if let Some(cache) = &call.cache_control {
+        block["cache_control"] = cache_json(cache);
+    }
+    block
+}
+
+fn tool(definition: &ToolDefinition) -> Value {
+    let mut tool = json!({"name": definition.name, "input_schema": definition.input_schema});
+    if let Some(description) = &definition.description {
+        tool["description"] = json!(description);
+    }
+    if let Some(cache) = &definition.cache_control {
+        tool["cache_control"] = cache_json(cache);
+    }
+    tool
+}
+
+fn cache_json(cache: &CacheControl) -> Value {
+    match &cache.ttl {
+        Some(ttl) => json!({"type": "ephemeral", "ttl": ttl}),
+        None => json!({"type": "ephemeral"}),
+    }
+}
+
+/// A part as a content block; none for reasoning, which only OpenAI Responses reads.
+fn block(part: &Part, body: &Body) -> Option<Value> {
+    let mut b = match part.kind {
+        PartKind::Text => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
+        PartKind::Thinking => json!({"type": "thinking", "thinking": part.text, "signature": part.signature}),
+        PartKind::RedactedThinking => json!({"type": "redacted_thinking", "data": part.data}),
+        PartKind::Image | PartKind::Document => {
+            let kind = if part.kind == PartKind::Image { "image" } else { "document" };
+            let source = match (&part.url, &part.content_ref, &part.text) {
+                (Some(url), _, _) => json!({"type": "url", "url": url}),
+                (_, Some(reference), _) => json!({"type": "base64", "media_type": part.media_type, "data": body.base64(&reference.object_id)}),
+                (_, _, text) => json!({"type": "text", "media_type": part.media_type, "data": text}),
+            };
+            let mut b = json!({"type": kind, "source": source});
+            if let Some(title) = &part.title {
+                b["title"] = json!(title);
+            }
+            b
+        }
+        PartKind::Reasoning => return None,
+    };
+    if let Some(cache) = &part.cache_control {
+        b["cache_control"] = cache_json(cache);
+    }
+    Some(b)
+}

@@ -1,0 +1,281 @@
+//! OpenAI Chat Completions: `messages` with roles `system`, `developer`,
+//! `user`, `assistant` (with `tool_calls`) and `tool`.
+
+use super::turns::{attach, check_pairing, data_url, Body, Reading, Speaker, Turn};
+use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+const TRANSCRIPT: &[&str] = &["messages", "tools"];
+/// `CompletionCreateParams` besides the transcript.
+const CONFIG: &[&str] = &[
+    "audio", "frequency_penalty", "logit_bias", "logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "model", "n",
+    "parallel_tool_calls", "prediction", "presence_penalty", "prompt_cache_key", "reasoning_effort", "response_format", "safety_identifier",
+    "seed", "service_tier", "stop", "store", "stream", "stream_options", "temperature", "tool_choice", "top_logprobs", "top_p", "user",
+    "verbosity", "web_search_options",
+];
+const REQUIRED: &[&str] = &["messages", "model"];
+
+/// Reads a body; `strict` reads it as a request and adds the rules the API enforces on one.
+pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
+    let mut r = Reading::default();
+    let Some(top) = r.object(body, "$") else { return r };
+    r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
+    let Some(messages) = r.field(top, "$", "messages") else { return r };
+    let Some(messages) = r.array(messages, "messages") else { return r };
+    for (i, message) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        if let Some(m) = r.object(message, &at) {
+            read_message(&mut r, m, &at);
+        }
+    }
+    check_pairing(&mut r, known);
+    tools(&mut r, top, strict);
+    if strict {
+        strict_rules(&mut r, messages);
+    }
+    r
+}
+
+fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
+    let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+    let speaker = match role {
+        "system" => Speaker::System,
+        "developer" => Speaker::Developer,
+        "user" => Speaker::User,
+        "assistant" => Speaker::Assistant,
+        "tool" => Speaker::Tool,
+        _ => return r.fail(format!("{at}.role"), "wrong-role", "role must be system, developer, user, assistant or tool"),
+    };
+    let allowed: &[&str] = match speaker {
+        Speaker::Assistant => &["role", "content", "tool_calls"],
+        Speaker::Tool => &["role", "content", "tool_call_id"],
+        _ => &["role", "content"],
+    };
+    r.only(m, at, allowed);
+    let mut turn = Turn::new(speaker, at);
+    match m.get("content") {
+        Some(Value::String(text)) => turn.text = text.clone(),
+        None | Some(Value::Null) if speaker == Speaker::Assistant => {}
+        Some(Value::Array(parts)) => {
+            for (k, part) in parts.iter().enumerate() {
+                let at = format!("{at}.content[{k}]");
+                if let Some(p) = r.object(part, &at) {
+                    read_part(r, &mut turn, p, &at);
+                }
+            }
+            turn.join_text();
+        }
+        _ => r.fail(format!("{at}.content"), "wrong-type", "content must be a string or an array of parts"),
+    }
+    if speaker == Speaker::Assistant {
+        if let Some(calls) = m.get("tool_calls").filter(|v| !v.is_null()) {
+            read_calls(r, &mut turn, calls, at);
+        }
+        if turn.calls.is_empty() && m.get("content").is_none_or(Value::is_null) {
+            r.fail(format!("{at}.content"), "missing-field", "an assistant message without tool_calls needs content");
+        }
+    }
+    if speaker == Speaker::Tool {
+        turn.result = r.id(m, at, "tool_call_id").map(|id| (id, ToolOutcome::Success));
+    }
+    r.turns.push(turn);
+}
+
+fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str) {
+    let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+    match (kind, turn.speaker) {
+        ("text", _) => {
+            r.only(p, at, &["type", "text"]);
+            if let Some(text) = r.string(p, at, "text") {
+                turn.parts.push(Part::text(text));
+            }
+        }
+        ("image_url", Speaker::User) => {
+            r.only(p, at, &["type", "image_url"]);
+            let Some(image) = r.field(p, at, "image_url").cloned() else { return };
+            let at = format!("{at}.image_url");
+            let Some(image) = r.object(&image, &at).cloned() else { return };
+            r.only(&image, &at, &["url", "detail"]);
+            let detail = r.optional_string(&image, &at, "detail");
+            if detail.as_deref().is_some_and(|d| !DETAILS.contains(&d)) {
+                r.fail(format!("{at}.detail"), "wrong-type", "detail must be auto, high or low");
+            }
+            let Some(url) = r.string(&image, &at, "url") else { return };
+            let mut part = Part { detail, ..Part::empty(PartKind::Image) };
+            attach(turn, &mut part, url);
+            turn.parts.push(part);
+        }
+        ("file", Speaker::User) => {
+            r.only(p, at, &["type", "file"]);
+            let Some(file) = r.field(p, at, "file").cloned() else { return };
+            let at = format!("{at}.file");
+            let Some(file) = r.object(&file, &at).cloned() else { return };
+            r.only(&file, &at, &["file_data", "filename"]);
+            let title = r.optional_string(&file, &at, "filename");
+            let Some(url) = r.string(&file, &at, "file_data") else { return };
+            if data_url(&url).is_none() {
+                return r.fail(format!("{at}.file_data"), "wrong-type", "file_data must be a base64 data: URL");
+            }
+            let mut part = Part { title, ..Part::empty(PartKind::Document) };
+            attach(turn, &mut part, url);
+            turn.parts.push(part);
+        }
+        _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` part in a {} message", turn.speaker.name())),
+    }
+}
+
+fn read_calls(r: &mut Reading, turn: &mut Turn, calls: &Value, at: &str) {
+    let at = format!("{at}.tool_calls");
+    let Some(calls) = r.array(calls, &at) else { return };
+    for (k, call) in calls.iter().enumerate() {
+        let at = format!("{at}[{k}]");
+        let Some(c) = r.object(call, &at) else { continue };
+        r.only(c, &at, &["id", "type", "function"]);
+        if c.get("type").and_then(Value::as_str) != Some("function") {
+            r.fail(format!("{at}.type"), "unknown-block-type", "tool calls are of type `function`");
+            continue;
+        }
+        let id = r.id(c, &at, "id");
+        let Some(function) = r.field(c, &at, "function") else { continue };
+        let fat = format!("{at}.function");
+        let Some(function) = r.object(function, &fat) else { continue };
+        r.only(function, &fat, &["name", "arguments"]);
+        let name = r.id(function, &fat, "name");
+        let raw = r.string(function, &fat, "arguments");
+        let arguments = r.arguments(raw, &format!("{fat}.arguments"));
+        if let (Some(call_id), Some(name), Some(arguments)) = (id, name, arguments) {
+            turn.calls.push(ToolCall { arguments: Some(arguments), cache_control: None, call_id, name, provider_id: None });
+        }
+    }
+}
+
+/// What the API enforces: every `tool_calls` id answered by `tool` messages
+/// before the next other message, and no `tool` message without its call.
+fn strict_rules(r: &mut Reading, messages: &[Value]) {
+    if messages.is_empty() {
+        r.fail("messages", "empty-messages", "a request needs at least one message");
+    }
+    let mut open: Vec<String> = Vec::new();
+    let mut in_results = false;
+    for (i, m) in messages.iter().enumerate() {
+        let at = format!("messages[{i}]");
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if role == "tool" {
+            let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+            if !in_results || !open.iter().any(|o| o == id) {
+                r.fail(at, "result-without-call", format!("tool message `{id}` does not follow the assistant message that made the call"));
+            } else {
+                open.retain(|o| o != id);
+            }
+            continue;
+        }
+        for id in open.drain(..) {
+            r.fail(at.clone(), "call-without-result", format!("tool call `{id}` is not answered before this message"));
+        }
+        in_results = false;
+        if role == "assistant" {
+            let calls = m.get("tool_calls").and_then(Value::as_array).into_iter().flatten();
+            open = calls.filter_map(|c| c.get("id").and_then(Value::as_str)).map(str::to_string).collect();
+            in_results = !open.is_empty();
+        }
+    }
+    for id in open {
+        r.fail(format!("messages[{}]", messages.len() - 1), "call-without-result", format!("tool call `{id}` is never answered"));
+    }
+}
+
+/// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`).
+fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
+    let tools = match top.get("tools") {
+        None | Some(Value::Null) => return,
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return r.fail("$.tools", "wrong-type", "tools must be an array"),
+    };
+    for (k, tool) in tools.iter().enumerate() {
+        let at = format!("tools[{k}]");
+        let Some(t) = r.object(tool, &at) else { continue };
+        if t.get("type").and_then(Value::as_str) != Some("function") {
+            if !strict {
+                r.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
+            }
+            continue; // a custom or hosted tool: not the kernel's to check
+        }
+        r.only(t, &at, &["type", "function"]);
+        let Some(function) = r.field(t, &at, "function") else { continue };
+        let at = format!("{at}.function");
+        let Some(f) = r.object(function, &at) else { continue };
+        r.only(f, &at, &["name", "description", "parameters", "strict"]);
+        let (name, description) = (r.string(f, &at, "name"), r.optional_string(f, &at, "description"));
+        if let Some(tool) = r.tool(&at, name, description, f.get("parameters").filter(|p| !p.is_null())) {
+            r.tools.push(tool);
+        }
+    }
+}
+
+/// Writes turns as a Chat Completions request body.
+pub fn write(turns: &[Turn], body: &Body) -> Value {
+    let messages: Vec<Value> = turns.iter().map(|t| message(t, body)).collect();
+    let mut out = json!({"messages": messages, "model": body.model});
+    if body.max_tokens > 0 {
+        out["max_completion_tokens"] = json!(body.max_tokens);
+    }
+    if !body.tools.is_empty() {
+        out["tools"] = Value::Array(body.tools.iter().map(tool).collect());
+    }
+    out
+}
+
+fn message(turn: &Turn, body: &Body) -> Value {
+    let content = if turn.parts.is_empty() {
+        if turn.speaker == Speaker::Assistant && turn.text.is_empty() && !turn.calls.is_empty() {
+            Value::Null
+        } else {
+            json!(turn.text)
+        }
+    } else {
+        Value::Array(turn.parts.iter().map(|p| part(p, body)).collect())
+    };
+    let mut m = json!({"role": turn.speaker.name(), "content": content});
+    if !turn.calls.is_empty() {
+        let calls: Vec<Value> = turn
+            .calls
+            .iter()
+            .map(|c| json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.as_deref().unwrap_or("{}")}}))
+            .collect();
+        m["tool_calls"] = Value::Array(calls);
+    }
+    if let Some((id, _)) = &turn.result {
+        m["tool_call_id"] = json!(id);
+    }
+    m
+}
+
+fn tool(definition: &ToolDefinition) -> Value {
+    let mut function = json!({"name": definition.name, "parameters": definition.input_schema});
+    if let Some(description) = &definition.description {
+        function["description"] = json!(description);
+    }
+    json!({"type": "function", "function": function})
+}
+
+/// A part as a content part; rendering leaves only the parts this format carries.
+fn part(part: &Part, body: &Body) -> Value {
+    match part.kind {
+        PartKind::Image => {
+            let mut image = json!({"url": body.data_url(part)});
+            if let Some(detail) = &part.detail {
+                image["detail"] = json!(detail);
+            }
+            json!({"type": "image_url", "image_url": image})
+        }
+        PartKind::Document => {
+            let mut file = json!({"file_data": body.data_url(part)});
+            if let Some(title) = &part.title {
+                file["filename"] = json!(title);
+            }
+            json!({"type": "file", "file": file})
+        }
+        _ => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
+    }
+}

@@ -1,0 +1,422 @@
+//! OpenAI Responses: `instructions` and `input` items — messages,
+//! `function_call`, `function_call_output` and `reasoning`.
+//!
+//! A `reasoning` item belongs to the item after it: it is read into that
+//! item's turn, so planning keeps or drops both together. A run of
+//! `function_call` items (parallel calls) is one assistant turn.
+
+use super::turns::{attach, check_pairing, data_url, Body, Reading, Speaker, Turn};
+use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeSet;
+
+const TRANSCRIPT: &[&str] = &["input", "instructions", "tools"];
+/// `ResponseCreateParams` besides the transcript.
+const CONFIG: &[&str] = &[
+    "background", "conversation", "include", "max_output_tokens", "max_tool_calls", "metadata", "model", "parallel_tool_calls",
+    "previous_response_id", "prompt", "prompt_cache_key", "reasoning", "safety_identifier", "service_tier", "store", "stream",
+    "stream_options", "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user",
+];
+const REQUIRED: &[&str] = &["input", "model"];
+
+/// Reads a body; `strict` adds the rules the API enforces on a request.
+pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
+    let mut r = Reading::default();
+    let Some(top) = r.object(body, "$") else { return r };
+    r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
+    if let Some(instructions) = top.get("instructions").filter(|s| !s.is_null()) {
+        match instructions {
+            Value::String(text) => {
+                let mut turn = Turn::new(Speaker::System, "instructions");
+                turn.text = text.clone();
+                turn.preamble = true;
+                r.turns.push(turn);
+            }
+            _ => r.fail("instructions", "wrong-type", "instructions must be a string"),
+        }
+    }
+    match r.field(top, "$", "input") {
+        Some(Value::String(text)) => {
+            let mut turn = Turn::new(Speaker::User, "input");
+            turn.text = text.clone();
+            r.turns.push(turn);
+        }
+        Some(Value::Array(items)) => {
+            let mut group = Group::default();
+            for (i, item) in items.iter().enumerate() {
+                let at = format!("input[{i}]");
+                if let Some(object) = r.object(item, &at) {
+                    read_item(&mut r, &mut group, object, &at);
+                }
+            }
+            group.close(&mut r);
+            group.refuse_reasoning(&mut r);
+            if strict {
+                strict_rules(&mut r, items);
+            }
+        }
+        Some(_) => r.fail("input", "wrong-type", "input must be a string or an array of items"),
+        None => {}
+    }
+    check_pairing(&mut r, known);
+    tools(&mut r, top, strict);
+    r
+}
+
+/// The `tools` of a request: function tools (`{"type": "function", "name", …}`).
+fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
+    let tools = match top.get("tools") {
+        None | Some(Value::Null) => return,
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return r.fail("$.tools", "wrong-type", "tools must be an array"),
+    };
+    for (k, tool) in tools.iter().enumerate() {
+        let at = format!("tools[{k}]");
+        let Some(t) = r.object(tool, &at) else { continue };
+        if t.get("type").and_then(Value::as_str) != Some("function") {
+            if !strict {
+                r.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
+            }
+            continue; // a hosted tool: not the kernel's to check
+        }
+        r.only(t, &at, &["type", "name", "description", "parameters", "strict"]);
+        let (name, description) = (r.string(t, &at, "name"), r.optional_string(t, &at, "description"));
+        if let Some(tool) = r.tool(&at, name, description, t.get("parameters").filter(|p| !p.is_null())) {
+            r.tools.push(tool);
+        }
+    }
+}
+
+/// The assistant turn being read: reasoning waiting for the item it
+/// belongs to, and the open turn (an assistant message, or a run of
+/// function calls) that following function calls join.
+#[derive(Default)]
+struct Group {
+    reasoning: Vec<(String, Part)>,
+    open: Option<Turn>,
+}
+
+impl Group {
+    fn close(&mut self, r: &mut Reading) {
+        if let Some(turn) = self.open.take() {
+            r.turns.push(turn);
+        }
+    }
+
+    /// The reasoning read so far, for the item that follows it.
+    fn take_reasoning(&mut self) -> Vec<Part> {
+        self.reasoning.drain(..).map(|(_, p)| p).collect()
+    }
+
+    /// Reasoning followed by an item it cannot belong to.
+    fn refuse_reasoning(&mut self, r: &mut Reading) {
+        for (at, _) in self.reasoning.drain(..) {
+            r.fail(at, "reasoning-without-item", "a reasoning item must be followed by the assistant message or function call it belongs to");
+        }
+    }
+}
+
+fn read_item(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: &str) {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or(if item.contains_key("role") { "message" } else { "" });
+    match kind {
+        "reasoning" => {
+            group.close(r);
+            if let Some(part) = reasoning(r, item, at) {
+                group.reasoning.push((at.to_string(), part));
+            }
+        }
+        "function_call" => {
+            if !group.reasoning.is_empty() {
+                group.close(r);
+            }
+            let Some(call) = function_call(r, item, at) else { return };
+            match &mut group.open {
+                Some(turn) => turn.calls.push(call),
+                None => {
+                    let mut turn = Turn::new(Speaker::Assistant, at);
+                    turn.parts = group.take_reasoning();
+                    turn.calls.push(call);
+                    group.open = Some(turn);
+                }
+            }
+        }
+        "function_call_output" => {
+            group.close(r);
+            group.refuse_reasoning(r);
+            output(r, item, at);
+        }
+        "message" => {
+            group.close(r);
+            message(r, group, item, at);
+        }
+        _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` input items")),
+    }
+}
+
+fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Part> {
+    r.only(item, at, &["type", "id", "summary", "encrypted_content", "status"]);
+    let id = r.string(item, at, "id")?;
+    prefixed(r, &id, "rs_", &format!("{at}.id"));
+    let encrypted_content = r.optional_string(item, at, "encrypted_content");
+    let mut summary = Vec::new();
+    let list = r.field(item, at, "summary")?;
+    for (k, s) in r.array(list, &format!("{at}.summary"))?.iter().enumerate() {
+        let sat = format!("{at}.summary[{k}]");
+        let Some(s) = r.object(s, &sat) else { continue };
+        r.only(s, &sat, &["type", "text"]);
+        if s.get("type").and_then(Value::as_str) != Some("summary_text") {
+            r.fail(format!("{sat}.type"), "unknown-block-type", "summary parts are `summary_text`");
+        }
+        summary.extend(r.string(s, &sat, "text"));
+    }
+    Some(Part { id: Some(id), encrypted_content, summary, ..Part::empty(PartKind::Reasoning) })
+}
+
+fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<ToolCall> {
+    r.only(item, at, &["type", "id", "call_id", "name", "arguments"]);
+    let provider_id = r.optional_string(item, at, "id");
+    if let Some(id) = &provider_id {
+        prefixed(r, id, "fc_", &format!("{at}.id"));
+    }
+    let (call_id, name, raw) = (r.id(item, at, "call_id"), r.id(item, at, "name"), r.string(item, at, "arguments"));
+    let arguments = r.arguments(raw, &format!("{at}.arguments"));
+    Some(ToolCall { arguments: Some(arguments?), cache_control: None, call_id: call_id?, name: name?, provider_id })
+}
+
+fn output(r: &mut Reading, item: &Map<String, Value>, at: &str) {
+    r.only(item, at, &["type", "call_id", "output"]);
+    let mut turn = Turn::new(Speaker::Tool, at);
+    match r.field(item, at, "output") {
+        Some(Value::String(text)) => turn.text = text.clone(),
+        Some(Value::Array(parts)) => {
+            content_parts(r, &mut turn, parts, &format!("{at}.output"));
+            turn.join_text();
+        }
+        Some(_) => r.fail(format!("{at}.output"), "wrong-type", "output must be a string or an array of parts"),
+        None => {}
+    }
+    if let Some(id) = r.id(item, at, "call_id") {
+        turn.result = Some((id, ToolOutcome::Success));
+        r.turns.push(turn);
+    }
+}
+
+fn message(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: &str) {
+    let speaker = match item.get("role").and_then(Value::as_str) {
+        Some("user") => Speaker::User,
+        Some("system") => Speaker::System,
+        Some("developer") => Speaker::Developer,
+        Some("assistant") => Speaker::Assistant,
+        _ => return r.fail(format!("{at}.role"), "wrong-role", "role must be user, system, developer or assistant"),
+    };
+    let assistant = speaker == Speaker::Assistant;
+    r.only(item, at, if assistant { &["type", "role", "content", "id", "status"] } else { &["type", "role", "content"] });
+    if !assistant {
+        group.refuse_reasoning(r);
+    }
+    let mut turn = Turn::new(speaker, at);
+    turn.parts = group.take_reasoning();
+    if assistant {
+        turn.provider_id = r.optional_string(item, at, "id");
+        if let Some(id) = &turn.provider_id {
+            prefixed(r, id, "msg_", &format!("{at}.id"));
+        }
+    }
+    match r.field(item, at, "content") {
+        Some(Value::String(text)) if turn.parts.is_empty() => turn.text = text.clone(),
+        Some(Value::String(text)) => {
+            turn.parts.push(Part::text(text.clone()));
+            turn.join_text();
+        }
+        Some(Value::Array(parts)) => {
+            content_parts(r, &mut turn, parts, &format!("{at}.content"));
+            turn.join_text();
+        }
+        Some(_) => r.fail(format!("{at}.content"), "wrong-type", "content must be a string or an array of parts"),
+        None => {}
+    }
+    if assistant {
+        group.open = Some(turn);
+    } else {
+        r.turns.push(turn);
+    }
+}
+
+fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
+    for (k, part) in parts.iter().enumerate() {
+        let at = format!("{at}[{k}]");
+        let Some(p) = r.object(part, &at) else { continue };
+        let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+        let assistant = turn.speaker == Speaker::Assistant;
+        match (kind, assistant) {
+            ("input_text", false) | ("output_text", true) => {
+                r.only(p, &at, if assistant { &["type", "text", "annotations"] } else { &["type", "text"] });
+                if p.get("annotations").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+                    r.fail(format!("{at}.annotations"), "unknown-field", "annotations are not kept; send them empty");
+                }
+                if let Some(text) = r.string(p, &at, "text") {
+                    turn.parts.push(Part::text(text));
+                }
+            }
+            ("input_image", false) => {
+                r.only(p, &at, &["type", "image_url", "detail"]);
+                let detail = r.optional_string(p, &at, "detail");
+                if detail.as_deref().is_some_and(|d| !DETAILS.contains(&d)) {
+                    r.fail(format!("{at}.detail"), "wrong-type", "detail must be auto, high or low");
+                }
+                let Some(url) = r.string(p, &at, "image_url") else { continue };
+                let mut part = Part { detail, ..Part::empty(PartKind::Image) };
+                attach(turn, &mut part, url);
+                turn.parts.push(part);
+            }
+            ("input_file", false) => {
+                r.only(p, &at, &["type", "file_data", "file_url", "filename"]);
+                let title = r.optional_string(p, &at, "filename");
+                // The bytes inline as a data: URL, or a link to them.
+                let url = match (p.contains_key("file_data"), p.contains_key("file_url")) {
+                    (true, false) => r.string(p, &at, "file_data").filter(|u| {
+                        let ok = data_url(u).is_some();
+                        if !ok {
+                            r.fail(format!("{at}.file_data"), "wrong-type", "file_data must be a base64 data: URL");
+                        }
+                        ok
+                    }),
+                    (false, true) => r.string(p, &at, "file_url"),
+                    _ => {
+                        r.fail(at.clone(), "wrong-type", "an input_file has one of file_data and file_url");
+                        None
+                    }
+                };
+                let Some(url) = url else { continue };
+                let mut part = Part { title, ..Part::empty(PartKind::Document) };
+                attach(turn, &mut part, url);
+                turn.parts.push(part);
+            }
+            _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` part here")),
+        }
+    }
+}
+
+fn prefixed(r: &mut Reading, id: &str, prefix: &str, at: &str) {
+    if !id.starts_with(prefix) {
+        r.fail(at, "id-prefix", format!("this id must start with `{prefix}`"));
+    }
+}
+
+/// What the API enforces beyond pairing: every function call has its output.
+fn strict_rules(r: &mut Reading, items: &[Value]) {
+    if items.is_empty() {
+        r.fail("input", "empty-input", "a request needs at least one input item");
+    }
+    let answered: BTreeSet<&str> = items
+        .iter()
+        .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call_output"))
+        .filter_map(|i| i.get("call_id").and_then(Value::as_str))
+        .collect();
+    for (k, item) in items.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) == Some("function_call") {
+            let id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
+            if !answered.contains(id) {
+                r.fail(format!("input[{k}]"), "call-without-result", format!("function call `{id}` has no function_call_output"));
+            }
+        }
+    }
+}
+
+/// Writes turns as a Responses request body: leading instructions without
+/// a role become `instructions`, the rest `input` items.
+pub fn write(turns: &[Turn], body: &Body) -> Value {
+    let mut out = json!({"model": body.model});
+    let mut input = Vec::new();
+    for turn in turns {
+        match turn.speaker {
+            Speaker::Assistant => assistant(turn, &mut input),
+            Speaker::Tool => {
+                let id = turn.result.as_ref().map_or("", |(id, _)| id.as_str());
+                let output = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
+                input.push(json!({"type": "function_call_output", "call_id": id, "output": output}));
+            }
+            Speaker::System | Speaker::Developer if turn.preamble && input.is_empty() => {
+                let text = match out.get("instructions").and_then(Value::as_str) {
+                    Some(before) => format!("{before}\n\n{}", turn.text),
+                    None => turn.text.clone(),
+                };
+                out["instructions"] = json!(text);
+            }
+            _ => {
+                let content = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
+                input.push(json!({"role": turn.speaker.name(), "content": content}));
+            }
+        }
+    }
+    out["input"] = Value::Array(input);
+    if body.max_tokens > 0 {
+        out["max_output_tokens"] = json!(body.max_tokens);
+    }
+    if !body.tools.is_empty() {
+        out["tools"] = Value::Array(body.tools.iter().map(tool).collect());
+    }
+    out
+}
+
+fn tool(definition: &ToolDefinition) -> Value {
+    let mut tool = json!({"type": "function", "name": definition.name, "parameters": definition.input_schema, "strict": false});
+    if let Some(description) = &definition.description {
+        tool["description"] = json!(description);
+    }
+    tool
+}
+
+/// An assistant turn: its reasoning, its message, then its calls.
+fn assistant(turn: &Turn, input: &mut Vec<Value>) {
+    for p in turn.parts.iter().filter(|p| p.kind == PartKind::Reasoning) {
+        let summary: Vec<Value> = p.summary.iter().map(|s| json!({"type": "summary_text", "text": s})).collect();
+        let mut item = json!({"type": "reasoning", "id": p.id, "summary": summary});
+        if let Some(encrypted) = &p.encrypted_content {
+            item["encrypted_content"] = json!(encrypted);
+        }
+        input.push(item);
+    }
+    let texts: Vec<&str> = turn.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+    match &turn.provider_id {
+        Some(id) => {
+            let texts = if texts.is_empty() { vec![turn.text.as_str()] } else { texts };
+            let content: Vec<Value> = texts.iter().map(|t| json!({"type": "output_text", "text": t, "annotations": []})).collect();
+            input.push(json!({"type": "message", "role": "assistant", "id": id, "status": "completed", "content": content}));
+        }
+        None if !turn.text.is_empty() || turn.calls.is_empty() => {
+            input.push(json!({"role": "assistant", "content": turn.text}));
+        }
+        None => {}
+    }
+    for call in &turn.calls {
+        let mut item = json!({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments.as_deref().unwrap_or("{}")});
+        if let Some(id) = call.provider_id.as_ref().filter(|id| id.starts_with("fc_")) {
+            item["id"] = json!(id);
+        }
+        input.push(item);
+    }
+}
+
+fn parts(turn: &Turn, body: &Body) -> Value {
+    let parts: Vec<Value> = turn
+        .parts
+        .iter()
+        .filter_map(|p| match p.kind {
+            PartKind::Text => Some(json!({"type": "input_text", "text": p.text})),
+            PartKind::Image => Some(json!({"type": "input_image", "image_url": body.data_url(p), "detail": p.detail.as_deref().unwrap_or("auto")})),
+            PartKind::Document => {
+                let mut file = match &p.url {
+                    Some(url) => json!({"type": "input_file", "file_url": url}),
+                    None => json!({"type": "input_file", "file_data": body.data_url(p)}),
+                };
+                if let Some(title) = &p.title {
+                    file["filename"] = json!(title);
+                }
+                Some(file)
+            }
+            _ => None,
+        })
+        .collect();
+    Value::Array(parts)
+}

@@ -1,0 +1,363 @@
+//! The neutral turn every format reads into and writes from, the violations
+//! a reader collects, and the checks every format shares: a call id is used
+//! once, a result answers a call made before it, and only once.
+
+use crate::contracts::{CacheControl, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
+use crate::error::KernelError;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+
+label! {
+/// The transcript formats the kernel reads and writes.
+pub enum Format {
+    /// OpenAI Chat Completions: `messages` with `tool_calls` and `tool` messages.
+    OpenaiChat,
+    /// OpenAI Responses: `input` items (messages, `function_call`,
+    /// `function_call_output`, `reasoning`).
+    OpenaiResponses,
+    /// Anthropic Messages: `system` and `messages` with content blocks.
+    AnthropicMessages,
+    /// The kernel's own: one object per turn, in the context item's terms.
+    Neutral,
+}
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::OpenaiChat => "openai-chat",
+            Format::OpenaiResponses => "openai-responses",
+            Format::AnthropicMessages => "anthropic-messages",
+            Format::Neutral => "neutral",
+        }
+    }
+}
+
+/// Who speaks a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaker {
+    System,
+    Developer,
+    User,
+    Assistant,
+    /// A tool result answering one call.
+    Tool,
+}
+
+impl Speaker {
+    pub fn name(self) -> &'static str {
+        match self {
+            Speaker::System => "system",
+            Speaker::Developer => "developer",
+            Speaker::User => "user",
+            Speaker::Assistant => "assistant",
+            Speaker::Tool => "tool",
+        }
+    }
+
+    pub fn instructs(self) -> bool {
+        matches!(self, Speaker::System | Speaker::Developer)
+    }
+}
+
+/// One turn of a transcript in provider-neutral terms: what becomes one
+/// context item on import, and what one context item renders as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub speaker: Speaker,
+    /// The text view: the text parts joined by newlines, or the plain text.
+    pub text: String,
+    /// Empty when the provider sent plain text.
+    pub parts: Vec<Part>,
+    pub calls: Vec<ToolCall>,
+    /// For `Tool` turns: the call answered, and its outcome.
+    pub result: Option<(String, ToolOutcome)>,
+    /// The provider's id of the message (`msg_…`).
+    pub provider_id: Option<String>,
+    /// Base64 payloads of binary parts not stored yet: (part index, data).
+    pub blobs: Vec<(usize, String)>,
+    /// Where the turn starts in the body.
+    pub path: String,
+    /// Instructions in the body's own field rather than a message
+    /// (Anthropic `system`, OpenAI Responses `instructions`).
+    pub preamble: bool,
+}
+
+impl Turn {
+    pub fn new(speaker: Speaker, path: &str) -> Turn {
+        Turn {
+            speaker,
+            text: String::new(),
+            parts: Vec::new(),
+            calls: Vec::new(),
+            result: None,
+            provider_id: None,
+            blobs: Vec::new(),
+            path: path.to_string(),
+            preamble: false,
+        }
+    }
+
+    /// Sets `text` from the parts, as an item's `content` is (plain text,
+    /// without parts, stays as it is).
+    pub fn join_text(&mut self) {
+        if self.parts.is_empty() {
+            return;
+        }
+        let texts: Vec<&str> = self.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+        self.text = texts.join("\n");
+    }
+}
+
+contract! {
+/// One broken rule: where, which, and what.
+pub struct Violation {
+    pub message: String,
+    /// Where in the body, e.g. `messages[3].content[0]`.
+    pub path: String,
+    /// The rule's name, e.g. `call-without-result`.
+    pub rule: String,
+}
+}
+
+impl Violation {
+    /// The typed error a command answers for a body that breaks rules: the
+    /// first one named in the message, all of them in the detail.
+    pub fn refuse(what: &str, violations: &[Violation]) -> KernelError {
+        let first = &violations[0];
+        let more = match violations.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        KernelError::invalid(format!("{what} at `{}`: {} ({}){more}", first.path, first.message, first.rule))
+            .with_detail(json!({"path": first.path, "rule": first.rule, "violations": violations}))
+    }
+}
+
+/// What reading a body gave: its turns, its tool definitions, and every rule it broke.
+#[derive(Debug, Default)]
+pub struct Reading {
+    pub turns: Vec<Turn>,
+    pub tools: Vec<ToolDefinition>,
+    pub violations: Vec<Violation>,
+}
+
+impl Reading {
+    pub fn fail(&mut self, path: impl Into<String>, rule: &str, message: impl Into<String>) {
+        self.violations.push(Violation { path: path.into(), rule: rule.to_string(), message: message.into() });
+    }
+
+    /// An object's field, or a violation naming it.
+    pub fn field<'v>(&mut self, object: &'v Map<String, Value>, at: &str, name: &str) -> Option<&'v Value> {
+        let value = object.get(name).filter(|v| !v.is_null());
+        if value.is_none() {
+            self.fail(format!("{at}.{name}"), "missing-field", format!("`{name}` is required here"));
+        }
+        value
+    }
+
+    /// A required string field.
+    pub fn string(&mut self, object: &Map<String, Value>, at: &str, name: &str) -> Option<String> {
+        match self.field(object, at, name)? {
+            Value::String(s) => Some(s.clone()),
+            _ => {
+                self.fail(format!("{at}.{name}"), "wrong-type", format!("`{name}` must be a string"));
+                None
+            }
+        }
+    }
+
+    /// A required string field that must not be empty (ids, names).
+    pub fn id(&mut self, object: &Map<String, Value>, at: &str, name: &str) -> Option<String> {
+        let id = self.string(object, at, name)?;
+        if id.is_empty() || id.len() > crate::contracts::MAX_ID_BYTES || id.chars().any(char::is_control) {
+            self.fail(format!("{at}.{name}"), "bad-id", format!("`{name}` must be 1 to 256 bytes without control characters"));
+            return None;
+        }
+        Some(id)
+    }
+
+    /// An optional string field.
+    pub fn optional_string(&mut self, object: &Map<String, Value>, at: &str, name: &str) -> Option<String> {
+        match object.get(name) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                self.fail(format!("{at}.{name}"), "wrong-type", format!("`{name}` must be a string"));
+                None
+            }
+        }
+    }
+
+    /// The value as an object, or a violation.
+    pub fn object<'v>(&mut self, value: &'v Value, at: &str) -> Option<&'v Map<String, Value>> {
+        let object = value.as_object();
+        if object.is_none() {
+            self.fail(at, "wrong-type", "must be an object");
+        }
+        object
+    }
+
+    /// The value as an array, or a violation.
+    pub fn array<'v>(&mut self, value: &'v Value, at: &str) -> Option<&'v Vec<Value>> {
+        let array = value.as_array();
+        if array.is_none() {
+            self.fail(at, "wrong-type", "must be an array");
+        }
+        array
+    }
+
+    /// Refuses fields a block of this type does not have: the kernel keeps
+    /// what it reads exactly, so it will not quietly drop what it cannot keep.
+    pub fn only(&mut self, object: &Map<String, Value>, at: &str, allowed: &[&str]) {
+        for key in object.keys().filter(|k| !allowed.contains(&k.as_str())) {
+            self.fail(format!("{at}.{key}"), "unknown-field", format!("`{key}` is not a field the kernel reads here"));
+        }
+    }
+
+    /// A request body's top level: `transcript` are the keys a transcript
+    /// has; a request (`strict`) may also carry `config`, and needs `required`.
+    pub fn top(&mut self, top: &Map<String, Value>, strict: bool, transcript: &[&str], config: &[&str], required: &[&str]) {
+        for key in top.keys() {
+            let known = transcript.contains(&key.as_str()) || (strict && config.contains(&key.as_str()));
+            if !known {
+                let why = if strict || !config.contains(&key.as_str()) {
+                    format!("`{key}` is not a field of this request")
+                } else {
+                    format!("`{key}` is request configuration, not transcript: import the transcript fields ({})", transcript.join(", "))
+                };
+                self.fail(format!("$.{key}"), "unknown-field", why);
+            }
+        }
+        if strict {
+            for key in required {
+                if top.get(*key).is_none_or(Value::is_null) {
+                    self.fail(format!("$.{key}"), "missing-field", format!("a request needs `{key}`"));
+                }
+            }
+        }
+    }
+
+    /// Checks arguments are JSON text; `Some` when they are.
+    pub fn arguments(&mut self, arguments: Option<String>, at: &str) -> Option<String> {
+        let arguments = arguments?;
+        if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_err() {
+            self.fail(at, "arguments-not-json", "tool-call arguments must be JSON text");
+            return None;
+        }
+        Some(arguments)
+    }
+
+    /// A `cache_control` hint (Anthropic's shape: `{"type": "ephemeral", "ttl"?}`).
+    pub fn cache_control(&mut self, b: &Map<String, Value>, at: &str) -> Option<CacheControl> {
+        let value = b.get("cache_control").filter(|v| !v.is_null())?;
+        let at = format!("{at}.cache_control");
+        let c = self.object(value, &at)?;
+        self.only(c, &at, &["type", "ttl"]);
+        if c.get("type").and_then(Value::as_str) != Some("ephemeral") {
+            self.fail(format!("{at}.type"), "unknown-block-type", "cache_control.type must be `ephemeral`");
+            return None;
+        }
+        let ttl = self.optional_string(c, &at, "ttl");
+        if ttl.as_deref().is_some_and(|t| t != "5m" && t != "1h") {
+            self.fail(format!("{at}.ttl"), "wrong-type", "ttl must be `5m` or `1h`");
+            return None;
+        }
+        Some(CacheControl { ttl })
+    }
+
+    /// A tool definition's common checks: its name and an object schema.
+    pub fn tool(&mut self, at: &str, name: Option<String>, description: Option<String>, schema: Option<&Value>) -> Option<ToolDefinition> {
+        let name = name?;
+        if !crate::contracts::tool_name_ok(&name) {
+            self.fail(format!("{at}.name"), "name-pattern", format!("tool name `{name}` must match ^[a-zA-Z0-9_-]{{1,64}}$"));
+        }
+        let schema = match schema {
+            Some(schema @ Value::Object(_)) => schema.clone(),
+            None => json!({"type": "object"}),
+            Some(_) => {
+                self.fail(at, "wrong-type", "a tool's schema must be a JSON object");
+                return None;
+            }
+        };
+        Some(ToolDefinition { cache_control: None, description, input_schema: schema, name })
+    }
+}
+
+/// The checks every format shares, over turns in order. `known` are the
+/// calls made before this transcript (a session's earlier events).
+pub fn check_pairing(reading: &mut Reading, known: &BTreeSet<String>) {
+    let mut calls = BTreeSet::new();
+    let mut answered = BTreeSet::new();
+    let mut broken = Vec::new();
+    for turn in &reading.turns {
+        for call in &turn.calls {
+            if !calls.insert(call.call_id.as_str()) {
+                broken.push((turn.path.clone(), "duplicate-call-id", format!("call id `{}` is used by two tool calls", call.call_id)));
+            }
+        }
+        if let Some((id, _)) = &turn.result {
+            if !calls.contains(id.as_str()) && !known.contains(id) {
+                broken.push((turn.path.clone(), "result-without-call", format!("the result for `{id}` answers no call made before it")));
+            } else if !answered.insert(id.as_str()) {
+                broken.push((turn.path.clone(), "duplicate-result", format!("call `{id}` is answered twice")));
+            }
+        }
+    }
+    for (path, rule, message) in broken {
+        reading.fail(path, rule, message);
+    }
+}
+
+/// A `data:` URL's media type and base64 payload.
+pub fn data_url(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("data:")?;
+    let (media, data) = rest.split_once(',')?;
+    let media = media.strip_suffix(";base64")?;
+    Some((media, data))
+}
+
+/// A text part, with its cache hint when the block had one.
+pub fn text_part(text: String, cache: Option<CacheControl>) -> Part {
+    Part { cache_control: cache, ..Part::text(text) }
+}
+
+/// What a writer needs besides the turns: the model and its output
+/// reservation, the tools, and the base64 of every stored object it embeds.
+#[derive(Debug, Default)]
+pub struct Body {
+    pub model: String,
+    pub max_tokens: u64,
+    pub tools: Vec<ToolDefinition>,
+    /// Base64 by object id; filled by rendering, which checks each object may go to the sink.
+    pub blobs: BTreeMap<String, String>,
+}
+
+impl Body {
+    pub fn base64(&self, object_id: &str) -> &str {
+        self.blobs.get(object_id).map_or("", String::as_str)
+    }
+
+    /// A media part's source as a `data:` URL (OpenAI's form), or its own URL.
+    pub fn data_url(&self, part: &Part) -> String {
+        match (&part.url, &part.content_ref) {
+            (Some(url), _) => url.clone(),
+            (None, Some(reference)) => {
+                format!("data:{};base64,{}", part.media_type.as_deref().unwrap_or("application/octet-stream"), self.base64(&reference.object_id))
+            }
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// Points a media part read from a URL at its bytes: a `data:` URL's payload
+/// is stored, any other URL is kept.
+pub fn attach(turn: &mut Turn, part: &mut Part, url: String) {
+    match data_url(&url) {
+        Some((media, data)) => {
+            part.media_type = Some(media.to_string());
+            turn.blobs.push((turn.parts.len(), data.to_string()));
+        }
+        None => part.url = Some(url),
+    }
+}

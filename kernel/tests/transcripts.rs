@@ -1,0 +1,561 @@
+//! Provider transcripts: import (idempotent, lossless), render (every rule
+//! each provider enforces, whatever the plan kept), validate.
+
+mod common;
+
+use common::*;
+use ctxkernel::store::MemStore;
+use ctxkernel::{Command, ErrorCode};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const FORMATS: [&str; 3] = ["openai-chat", "openai-responses", "anthropic-messages"];
+
+fn import(store: &mut MemStore, format: &str, transcript: Value, seq: u64) -> Result<Value, ctxkernel::KernelError> {
+    call(
+        store,
+        Command::ImportMessages,
+        &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": format, "now": NOW,
+            "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript}),
+    )
+}
+
+fn plan_request(window: u64) -> Value {
+    json!({"schemaVersion": 1, "now": NOW, "sessionId": "s", "sink": "model:test",
+        "model": {"profile": "test-model", "window": window, "reservedOutput": 1024, "safetyMargin": 0}})
+}
+
+fn render(store: &mut MemStore, format: &str, window: u64, policy: Value) -> Result<Value, ctxkernel::KernelError> {
+    call(store, Command::RenderContext, &json!({"schemaVersion": 1, "format": format, "plan": plan_request(window), "policy": policy}))
+}
+
+fn validate(format: &str, body: &Value) -> Value {
+    call(&mut MemStore::default(), Command::ValidateRequest, &json!({"schemaVersion": 1, "format": format, "body": body})).unwrap()
+}
+
+fn rules(format: &str, body: &Value) -> Vec<String> {
+    validate(format, body)["violations"].as_array().unwrap().iter().map(|v| v["rule"].as_str().unwrap().to_string()).collect()
+}
+
+fn head(store: &mut MemStore) -> Value {
+    call(store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s", "limit": 1})).map(|r| r["head"].clone()).unwrap_or(Value::Null)
+}
+
+fn chat() -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Find both files, café ☕."},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_ü1", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"a\",  \"n\":1}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "call_ü1", "content": "found a"},
+            {"role": "tool", "tool_call_id": "call_2", "content": ""},
+            {"role": "developer", "content": "Answer in one line."},
+            {"role": "assistant", "content": "Both found."}
+        ],
+        "tools": [{"type": "function", "function": {"name": "search", "description": "Search files", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}]
+    })
+}
+
+fn anthropic() -> Value {
+    json!({
+        "system": "You are terse.",
+        "messages": [
+            {"role": "user", "content": "Find both files."},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "Two searches.", "signature": "c2lnbmF0dXJl"},
+                {"type": "text", "text": "Searching."},
+                {"type": "tool_use", "id": "toolu_01", "name": "search", "input": {"q": "a"}},
+                {"type": "tool_use", "id": "toolu_02", "name": "search", "input": {"q": "b"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": "found a"},
+                {"type": "tool_result", "tool_use_id": "toolu_02", "content": "disk error", "is_error": true}
+            ]},
+            {"role": "assistant", "content": "One failed."}
+        ],
+        "tools": [{"name": "search", "input_schema": {"type": "object"}}]
+    })
+}
+
+fn responses() -> Value {
+    json!({
+        "instructions": "You are terse.",
+        "input": [
+            {"role": "user", "content": "Find both files."},
+            {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Two searches."}], "encrypted_content": "gAAAA"},
+            {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "search", "arguments": "{\"q\":\"a\"}"},
+            {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "search", "arguments": "{\"q\":\"b\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "found a"},
+            {"type": "function_call_output", "call_id": "call_2", "output": ""},
+            {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [{"type": "output_text", "text": "Both found.", "annotations": []}]}
+        ],
+        "tools": [{"type": "function", "name": "search", "parameters": {"type": "object"}, "strict": false}]
+    })
+}
+
+/// The transcript fields of a rendered body.
+fn transcript_of(format: &str, body: &Value) -> Value {
+    let keys: &[&str] = match format {
+        "openai-chat" => &["messages", "tools"],
+        "openai-responses" => &["input", "instructions", "tools"],
+        _ => &["messages", "system", "tools"],
+    };
+    let mut out = serde_json::Map::new();
+    for k in keys {
+        if let Some(v) = body.get(*k) {
+            out.insert(k.to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+#[test]
+fn each_format_round_trips_through_the_session_byte_for_byte() {
+    for (format, transcript) in [("openai-chat", chat()), ("anthropic-messages", anthropic()), ("openai-responses", responses())] {
+        let mut store = MemStore::default();
+        let imported = import(&mut store, format, transcript.clone(), 0).unwrap();
+        assert!(!imported["appended"].as_array().unwrap().is_empty(), "{format}");
+        let rendered = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert_eq!(transcript_of(format, &rendered["body"]), transcript, "{format}: {:#}", rendered["body"]);
+        assert_eq!(rendered["notes"], json!([]), "{format}");
+        assert_eq!(validate(format, &rendered["body"])["valid"], true, "{format}");
+        assert_eq!(rendered["body"]["model"], "test-model");
+    }
+}
+
+#[test]
+fn chat_arguments_keep_their_bytes() {
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat(), 0).unwrap();
+    let body = &render(&mut store, "openai-chat", 100_000, json!({})).unwrap()["body"];
+    assert_eq!(body["messages"][2]["tool_calls"][0]["function"]["arguments"], "{\"q\": \"a\",  \"n\":1}");
+    assert_eq!(body["messages"][2]["tool_calls"][0]["id"], "call_ü1");
+}
+
+#[test]
+fn importing_the_same_history_twice_appends_nothing_and_a_longer_one_only_its_new_turns() {
+    for (format, transcript) in [("openai-chat", chat()), ("anthropic-messages", anthropic()), ("openai-responses", responses())] {
+        let mut store = MemStore::default();
+        let first = import(&mut store, format, transcript.clone(), 0).unwrap();
+        let seq = first["head"]["seq"].as_u64().unwrap();
+        // Stale head, nothing new: still nothing appended, no conflict.
+        let again = import(&mut store, format, transcript.clone(), 0).unwrap();
+        assert_eq!(again["appended"], json!([]), "{format}");
+        assert_eq!(again["head"], first["head"]);
+        let mut longer = transcript.clone();
+        let list = if format == "openai-responses" { "input" } else { "messages" };
+        longer[list].as_array_mut().unwrap().push(json!({"role": "user", "content": "Thanks."}));
+        let grown = import(&mut store, format, longer.clone(), seq).unwrap();
+        assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{format}: {grown:#}");
+        // A host that sends only its latest turns: they are already held.
+        let tail = json!({list: [longer[list].as_array().unwrap().last().unwrap()]});
+        assert_eq!(import(&mut store, format, tail, seq + 1).unwrap()["appended"], json!([]), "{format}");
+    }
+}
+
+#[test]
+fn a_new_system_prompt_supersedes_the_old_and_an_unchanged_one_is_not_appended_again() {
+    let mut store = MemStore::default();
+    let t1 = json!({"system": "Be terse.", "messages": [{"role": "user", "content": "hi"}]});
+    let a = import(&mut store, "anthropic-messages", t1, 0).unwrap();
+    let t2 = json!({"system": "Be verbose.", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]});
+    let b = import(&mut store, "anthropic-messages", t2.clone(), a["head"]["seq"].as_u64().unwrap()).unwrap();
+    assert_eq!(b["appended"].as_array().unwrap().len(), 2, "the new prompt and the new turn");
+    let c = import(&mut store, "anthropic-messages", t2, b["head"]["seq"].as_u64().unwrap()).unwrap();
+    assert_eq!(c["appended"], json!([]));
+    let body = &render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap()["body"];
+    assert_eq!(body["system"], "Be verbose.");
+    // Back to the first prompt: a change again, so it is current again.
+    let t3 = json!({"system": "Be terse.", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]});
+    import(&mut store, "anthropic-messages", t3, c["head"]["seq"].as_u64().unwrap()).unwrap();
+    let body = &render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap()["body"];
+    assert_eq!(body["system"], "Be terse.");
+}
+
+#[test]
+fn invalid_transcripts_are_refused_by_path_and_rule_and_nothing_is_appended() {
+    let cases = [
+        ("openai-chat", json!({"messages": [{"role": "tool", "tool_call_id": "x", "content": "r"}]}), "result-without-call", "messages[0]"),
+        ("openai-chat", json!({"messages": [{"role": "robot", "content": "r"}]}), "wrong-role", "messages[0].role"),
+        (
+            "openai-chat",
+            json!({"messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]}]}),
+            "arguments-not-json",
+            "messages[0].tool_calls[0].function.arguments",
+        ),
+        (
+            "anthropic-messages",
+            json!({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}, {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}),
+            "duplicate-call-id",
+            "messages[0]",
+        ),
+        ("anthropic-messages", json!({"messages": [{"role": "user", "content": [{"type": "audio", "data": "x"}]}]}), "unknown-block-type", "messages[0].content[0].type"),
+        ("anthropic-messages", json!({"model": "x", "messages": []}), "unknown-field", "$.model"),
+        ("openai-responses", json!({"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}), "reasoning-without-item", "input[0]"),
+        ("openai-responses", json!({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}), "result-without-call", "input[0]"),
+        ("openai-responses", json!({"input": [{"type": "reasoning", "id": "r1", "summary": []}, {"role": "assistant", "content": "x"}]}), "id-prefix", "input[0].id"),
+        ("neutral", json!({"turns": [{"role": "tool", "toolResult": {"callId": "z", "outcome": "success"}, "content": "x"}]}), "result-without-call", "turns[0]"),
+    ];
+    for (format, transcript, rule, path) in cases {
+        let mut store = MemStore::default();
+        import(&mut store, "openai-chat", json!({"messages": [{"role": "user", "content": "before"}]}), 0).unwrap();
+        let before = head(&mut store);
+        let e = import(&mut store, format, transcript.clone(), 1).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{format} {transcript}");
+        let rules: Vec<&str> = e.detail["violations"].as_array().unwrap().iter().map(|v| v["rule"].as_str().unwrap()).collect();
+        assert!(rules.contains(&rule), "{format} {transcript}: {rules:?} / {}", e.message);
+        let v = e.detail["violations"].as_array().unwrap().iter().find(|v| v["rule"] == rule).unwrap();
+        assert_eq!(v["path"], path, "{format} {transcript}");
+        assert!(e.message.contains('`'), "{}", e.message);
+        assert_eq!(head(&mut store), before, "{format}: nothing appended");
+    }
+    let e = import(&mut MemStore::default(), "gemini", json!({}), 0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest);
+    assert!(e.message.contains("format"), "{}", e.message);
+}
+
+#[test]
+fn a_new_call_may_not_reuse_an_id_the_session_already_has() {
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat(), 0).unwrap();
+    let seq = head(&mut store)["seq"].as_u64().unwrap();
+    let reuse = json!({"messages": [{"role": "user", "content": "again"}, {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": "{\"q\":9}"}}]}]});
+    let e = import(&mut store, "openai-chat", reuse, seq).unwrap_err();
+    assert_eq!(e.detail["rule"], "duplicate-call-id", "{}", e.message);
+    assert_eq!(head(&mut store)["seq"].as_u64().unwrap(), seq);
+}
+
+#[test]
+fn binary_parts_are_stored_once_by_digest_and_go_back_as_base64() {
+    // A 1×1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    let transcript = json!({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    ]}]});
+    let mut store = MemStore::default();
+    import(&mut store, "anthropic-messages", transcript.clone(), 0).unwrap();
+    let events = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s"})).unwrap();
+    let part = &events["events"][0]["item"]["parts"][1];
+    assert_eq!(part["contentRef"]["byteLength"], 70);
+    assert_eq!((part["width"].as_u64(), part["height"].as_u64()), (Some(1), Some(1)));
+    assert!(events["events"][0]["item"].get("content").is_some());
+    let anthropic = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(transcript_of("anthropic-messages", &anthropic["body"]), transcript);
+    let chat = render(&mut store, "openai-chat", 100_000, json!({})).unwrap();
+    assert_eq!(chat["body"]["messages"][0]["content"][1]["image_url"]["url"], format!("data:image/png;base64,{png}"));
+    // A sink the bytes may not go to: the part is left out, and said so.
+    let mut r = plan_request(100_000);
+    r["sink"] = json!("model:test");
+    let secret = json!({"schemaVersion": 1, "sessionId": "s2", "expectedHead": {"seq": 0}, "format": "anthropic-messages", "now": NOW,
+        "sensitivity": "internal", "allowedSinks": ["model:local"], "transcript": transcript});
+    call(&mut store, Command::ImportMessages, &secret).unwrap();
+    r["sessionId"] = json!("s2");
+    r["sink"] = json!("model:local");
+    let local = call(&mut store, Command::RenderContext, &json!({"schemaVersion": 1, "format": "openai-chat", "plan": r})).unwrap();
+    assert!(local["body"]["messages"][0]["content"].to_string().contains("base64"));
+    r["sink"] = json!("model:cloud");
+    let e = call(&mut store, Command::RenderContext, &json!({"schemaVersion": 1, "format": "openai-chat", "plan": r})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest, "nothing may go to that sink: {}", e.message);
+}
+
+#[test]
+fn crossing_providers_drops_what_cannot_cross_and_says_so() {
+    let mut store = MemStore::default();
+    import(&mut store, "anthropic-messages", anthropic(), 0).unwrap();
+    for target in ["openai-chat", "openai-responses"] {
+        let r = render(&mut store, target, 100_000, json!({})).unwrap();
+        assert_eq!(validate(target, &r["body"])["valid"], true, "{target}: {:#}", r["body"]);
+        let notes = r["notes"].as_array().unwrap();
+        assert!(notes.iter().any(|n| n["action"] == "dropped-part" && n["detail"].as_str().unwrap().contains("thinking")), "{target}: {notes:?}");
+        assert!(notes.iter().any(|n| n["action"] == "error-in-text"), "{target}: {notes:?}");
+        assert!(!r["body"].to_string().contains("c2lnbmF0dXJl"), "no signature crosses");
+        assert!(r["body"].to_string().contains("Error: disk error"));
+    }
+    let mut store = MemStore::default();
+    import(&mut store, "openai-responses", responses(), 0).unwrap();
+    let r = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(validate("anthropic-messages", &r["body"])["valid"], true, "{:#}", r["body"]);
+    assert!(!r["body"].to_string().contains("gAAAA"), "no encrypted reasoning crosses");
+    assert!(r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "dropped-part"));
+    // Unicode call ids Anthropic refuses are rewritten in the call and its result alike.
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat(), 0).unwrap();
+    let r = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(validate("anthropic-messages", &r["body"])["valid"], true, "{:#}", r["body"]);
+    assert!(r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "rewrote-id"));
+}
+
+#[test]
+fn the_render_is_bound_to_the_plan_plan_context_gives() {
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat(), 0).unwrap();
+    for window in [1_400, 100_000] {
+        let plan = call(&mut store, Command::PlanContext, &plan_request(window)).unwrap();
+        let r = render(&mut store, "openai-chat", window, json!({})).unwrap();
+        assert_eq!(r["planDigest"], plan["digest"]);
+        assert_eq!(r["planId"], plan["planId"]);
+        assert_eq!(r["binding"], plan["binding"]);
+    }
+}
+
+/// Items appended as a host would, for the cases a transcript cannot say.
+fn append(store: &mut MemStore, items: &[Value]) {
+    let seq = head(store)["seq"].as_u64().unwrap_or(0);
+    let mut items = items.to_vec();
+    for item in &mut items {
+        item["sourceRef"]["id"] = json!("s");
+    }
+    call(store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "now": NOW, "items": items})).unwrap();
+}
+
+fn tool_schema() -> Value {
+    json!({"schemaVersion": 1, "itemId": "tools", "kind": "tool-schema", "scope": "session", "sourceRef": {"kind": "host", "id": "s"},
+        "provenance": {"origin": "host"}, "trust": "host", "sensitivity": "internal", "allowedSinks": ["model:*"], "priority": 10,
+        "pinned": true, "createdAt": NOW, "tool": {"name": "tool", "inputSchema": {"type": "object"}}})
+}
+
+#[test]
+fn regressions_from_real_provider_400s_render_valid() {
+    // 1. Truncation keeps an assistant turn first.
+    let mut c = Conv::new();
+    c.user(&words(400));
+    c.assistant(&words(20));
+    c.user(&words(20));
+    let mut store = MemStore::default();
+    append(&mut store, &c.items);
+    let mut placeholders = 0;
+    for window in (1_100..2_000).step_by(25) {
+        let Ok(r) = render(&mut store, "anthropic-messages", window, json!({})) else { continue };
+        assert_eq!(r["body"]["messages"][0]["role"], "user", "{:#}", r["body"]);
+        placeholders += usize::from(r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "inserted-turn"));
+        let dropped = render(&mut store, "anthropic-messages", window, json!({"leadingAssistant": "drop"})).unwrap();
+        assert_eq!(validate("anthropic-messages", &dropped["body"])["valid"], true, "{:#}", dropped["body"]);
+        assert!(!dropped["body"].to_string().contains(ctxkernel::transcripts::PLACEHOLDER));
+    }
+    assert!(placeholders > 0, "some window keeps the assistant turn but not the user turn before it");
+
+    // 2. A result whose call was summarized away, 3. a call without result, 4. pending and unknown outcomes.
+    let mut c = Conv::new();
+    c.user("go");
+    c.call("", &["c1", "c2", "c3"]);
+    c.result("c1", "ok", "success");
+    c.result("c2", "running", "pending");
+    c.result("c3", "?", "unknown");
+    c.result("ghost", "orphan", "success");
+    c.user("status?");
+    let mut store = MemStore::default();
+    let mut items = c.items.clone();
+    items.push(tool_schema());
+    append(&mut store, &items);
+    for format in FORMATS {
+        for policy in [json!({}), json!({"unsettledCalls": "hold"})] {
+            let r = render(&mut store, format, 100_000, policy.clone()).unwrap();
+            assert_eq!(validate(format, &r["body"])["valid"], true, "{format} {policy}: {:#}", r["body"]);
+            let text = r["body"].to_string();
+            assert!(!text.contains("orphan"), "{format}: the orphan result is left out");
+            let synthesized = text.contains("still running") && text.contains("Outcome unknown");
+            assert_eq!(synthesized, policy == json!({}), "{format} {policy}: {text}");
+        }
+    }
+
+    // 5. Reasoning whose item would be cut, and an orphan function_call_output, after compaction.
+    let mut store = MemStore::default();
+    import(&mut store, "openai-responses", responses(), 0).unwrap();
+    let compact = json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "local", "sink": "model:test",
+        "model": {"profile": "test-model", "window": 1_000, "reservedOutput": 0, "safetyMargin": 0}});
+    let _ = call(&mut store, Command::CompactContext, &compact);
+    for window in [300, 600, 1_000, 100_000] {
+        for format in FORMATS {
+            if let Ok(r) = render(&mut store, format, window, json!({})) {
+                assert_eq!(validate(format, &r["body"])["valid"], true, "{format} at {window}: {:#}", r["body"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn validate_request_names_each_rule_a_provider_enforces() {
+    let a = |messages: Value| json!({"model": "m", "max_tokens": 10, "messages": messages});
+    assert_eq!(rules("anthropic-messages", &a(json!([{"role": "assistant", "content": "hi"}]))), ["first-message-not-user"]);
+    assert!(rules("anthropic-messages", &a(json!([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]))).contains(&"roles-not-alternating".into()));
+    let tool_use = json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]});
+    let tools = json!([{"name": "f", "input_schema": {"type": "object"}}]);
+    let mut body = a(json!([{"role": "user", "content": "x"}, tool_use, {"role": "user", "content": "y"}]));
+    body["tools"] = tools.clone();
+    assert_eq!(rules("anthropic-messages", &body), ["call-without-result"]);
+    let mut body = a(json!([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "r"}]}]));
+    body["tools"] = tools.clone();
+    assert!(rules("anthropic-messages", &body).contains(&"result-without-call".into()));
+    let body = a(json!([{"role": "user", "content": "x"}, tool_use, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"}]}]));
+    assert_eq!(rules("anthropic-messages", &body), ["tools-required"]);
+    let mut body = a(json!([{"role": "user", "content": "x"}, tool_use, {"role": "user", "content": [{"type": "text", "text": "y"}, {"type": "tool_result", "tool_use_id": "t1", "content": "r"}]}]));
+    body["tools"] = tools;
+    assert_eq!(rules("anthropic-messages", &body), ["results-not-first"]);
+    assert!(rules("anthropic-messages", &json!({"messages": [{"role": "user", "content": "x"}]})).contains(&"missing-field".into()));
+
+    let c = |messages: Value| json!({"model": "m", "messages": messages});
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+    assert_eq!(rules("openai-chat", &c(json!([{"role": "user", "content": "x"}, call, {"role": "user", "content": "y"}]))), ["call-without-result"]);
+    assert_eq!(rules("openai-chat", &c(json!([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "c9", "content": "r"}]))), [
+        "result-without-call",
+        "result-without-call"
+    ]);
+    assert_eq!(validate("openai-chat", &c(json!([{"role": "user", "content": "x"}, call, {"role": "tool", "tool_call_id": "c1", "content": "r"}])))["valid"], true);
+
+    let r = |input: Value| json!({"model": "m", "input": input});
+    assert_eq!(rules("openai-responses", &r(json!([{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]))), ["call-without-result"]);
+    assert_eq!(rules("openai-responses", &r(json!([{"type": "function_call_output", "call_id": "c1", "output": "x"}]))), ["result-without-call"]);
+    assert_eq!(rules("openai-responses", &r(json!([{"role": "user", "content": "x"}, {"type": "reasoning", "id": "rs_1", "summary": []}]))), ["reasoning-without-item"]);
+    assert_eq!(rules("openai-responses", &r(json!([{"type": "function_call", "id": "x1", "call_id": "c1", "name": "f", "arguments": "{}"}, {"type": "function_call_output", "call_id": "c1", "output": "x"}]))), ["id-prefix"]);
+}
+
+#[test]
+fn hostile_requests_are_typed_errors() {
+    let mut store = MemStore::default();
+    for bad in [
+        json!({"schemaVersion": 1, "format": "openai-chat", "body": "not an object"}),
+        json!({"schemaVersion": 1, "format": "openai-chat", "body": {"model": "m", "messages": [null, 7, {"role": "user", "content": {"deep": [1]}}]}}),
+        json!({"schemaVersion": 1, "format": "anthropic-messages", "body": {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]}}),
+    ] {
+        let v = call(&mut store, Command::ValidateRequest, &bad).unwrap();
+        assert_eq!(v["valid"], false, "{bad}");
+    }
+    let bad_base64 = json!({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "%%%"}}]}]});
+    let e = import(&mut store, "anthropic-messages", bad_base64, 0).unwrap_err();
+    assert_eq!(e.detail["rule"], "bad-base64", "{}", e.message);
+    let e = render(&mut store, "openai-chat", 100_000, json!({})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "no such session: {}", e.message);
+    import(&mut store, "openai-chat", json!({"messages": [{"role": "user", "content": "hi"}]}), 0).unwrap();
+    let mut zero = plan_request(1_000);
+    zero["model"]["reservedOutput"] = json!(0);
+    let e = call(&mut store, Command::RenderContext, &json!({"schemaVersion": 1, "format": "anthropic-messages", "plan": zero})).unwrap_err();
+    assert!(e.message.contains("max_tokens"), "{}", e.message);
+    let e = render(&mut store, "openai-chat", 1_000, json!({"unsettledCalls": "maybe"})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest);
+}
+
+/// One generated session: turns of every shape, as context items.
+fn generated(turns: &[(u8, u8)]) -> Vec<Value> {
+    let mut c = Conv::new();
+    let mut open: Vec<String> = Vec::new();
+    for (n, &(shape, size)) in turns.iter().enumerate() {
+        let text = words(usize::from(size) * 8 + 1);
+        match shape % 8 {
+            0 | 1 => {
+                c.user(&text);
+            }
+            2 => {
+                c.assistant(&text);
+            }
+            3 => {
+                let ids: Vec<String> = (0..=size % 3).map(|k| format!("c{n}_{k}")).collect();
+                let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+                c.call(if size % 2 == 0 { "" } else { &text }, &refs);
+                open.extend(ids);
+            }
+            4 | 5 if !open.is_empty() => {
+                let id = open.remove(usize::from(size) % open.len());
+                let outcome = ["success", "error", "pending", "unknown"][usize::from(size) % 4];
+                c.result(&id, if size % 5 == 0 { "" } else { &text }, outcome);
+            }
+            6 => {
+                c.result(&format!("orphan{n}"), &text, "success");
+            }
+            7 => {
+                c.push(
+                    "message",
+                    &text,
+                    json!({"role": "assistant", "trust": "verified", "provenance": {"origin": "model"},
+                        "content": null, "parts": [{"kind": "thinking", "text": "hmm", "signature": "sig"}, {"kind": "text", "text": text}]}),
+                );
+            }
+            _ => {
+                c.push("message", &text, json!({"role": "system", "trust": if size % 2 == 0 { "host" } else { "untrusted" }, "provenance": {"origin": "host"}}));
+            }
+        }
+    }
+    let mut items = c.items;
+    items.push(tool_schema());
+    items
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Whatever the session and window, every rendered body passes its
+    /// provider's rules; a window that keeps everything keeps every turn.
+    #[test]
+    fn every_render_of_every_session_is_a_valid_request(
+        turns in prop::collection::vec((0u8..9, 0u8..40), 1..40),
+        window in prop_oneof![Just(400u64), 800u64..4_000, Just(1_000_000u64)],
+        hold in any::<bool>(),
+        compact_at in prop::option::of(1usize..30),
+    ) {
+        let mut store = MemStore::default();
+        append(&mut store, &generated(&turns));
+        if let Some(at) = compact_at {
+            let model = json!({"profile": "test-model", "window": 200 * at as u64, "reservedOutput": 0, "safetyMargin": 0});
+            let _ = call(&mut store, Command::CompactContext, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "local", "sink": "model:test", "model": model}));
+        }
+        let policy = if hold { json!({"unsettledCalls": "hold", "leadingAssistant": "drop"}) } else { json!({}) };
+        for format in FORMATS.iter().copied().chain(["neutral"]) {
+            match render(&mut store, format, window, policy.clone()) {
+                Ok(r) => {
+                    if format != "neutral" {
+                        let v = validate(format, &r["body"]);
+                        prop_assert_eq!(&v["valid"], &json!(true), "{} at {}: {:#} {:#}", format, window, v, r["body"]);
+                    }
+                }
+                Err(e) => prop_assert!(
+                    matches!(e.code, ErrorCode::ContextOverBudget | ErrorCode::InvalidRequest),
+                    "{} at {}: {:?} {}", format, window, e.code, e.message
+                ),
+            }
+        }
+    }
+
+    /// Importing a transcript and rendering it back at a window that keeps
+    /// everything gives the transcript again, in every format.
+    #[test]
+    fn import_then_render_reproduces_the_transcript(
+        turns in prop::collection::vec((0u8..4, 0u8..3, "[a-zA-Z0-9 é☕]{0,12}"), 1..12),
+    ) {
+        let chat = chat_transcript(&turns);
+        let mut store = MemStore::default();
+        import(&mut store, "openai-chat", chat.clone(), 0).unwrap();
+        let body = render(&mut store, "openai-chat", 1_000_000, json!({})).unwrap()["body"].clone();
+        prop_assert_eq!(transcript_of("openai-chat", &body), chat.clone());
+        let again = import(&mut store, "openai-chat", chat, 0).unwrap();
+        prop_assert_eq!(&again["appended"], &json!([]));
+    }
+}
+
+/// A valid chat transcript: user turns, answers, calls answered in order.
+fn chat_transcript(turns: &[(u8, u8, String)]) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "start"})];
+    for (n, (shape, calls, text)) in turns.iter().enumerate() {
+        let text = if text.trim().is_empty() { format!("t{n}") } else { text.clone() };
+        match shape {
+            0 => messages.push(json!({"role": "user", "content": text})),
+            1 => messages.push(json!({"role": "assistant", "content": text})),
+            2 => messages.push(json!({"role": "developer", "content": text})),
+            _ => {
+                let ids: Vec<String> = (0..=*calls).map(|k| format!("call_{n}_{k}é")).collect();
+                let tool_calls: Vec<Value> = ids
+                    .iter()
+                    .map(|id| json!({"id": id, "type": "function", "function": {"name": "tool", "arguments": format!("{{\"t\": {:?}}}", text)}}))
+                    .collect();
+                messages.push(json!({"role": "assistant", "content": null, "tool_calls": tool_calls}));
+                for id in ids {
+                    messages.push(json!({"role": "tool", "tool_call_id": id, "content": text.clone()}));
+                }
+            }
+        }
+    }
+    json!({"messages": messages, "tools": [{"type": "function", "function": {"name": "tool", "parameters": {"type": "object"}}}]})
+}
