@@ -129,7 +129,7 @@ fn hex_of(digest: &str) -> &str {
 /// The policy `bytes` are stored under: `declared`, made `secret` when the
 /// detector finds a credential in them (and the rule that found it).
 pub fn screened(bytes: &[u8], declared: SinkPolicy) -> (SinkPolicy, Option<&'static str>) {
-    let found = std::str::from_utf8(bytes).ok().and_then(crate::secrets::kind);
+    let found = crate::secrets::detect_bytes(bytes).map(|finding| finding.kind);
     match found {
         Some(_) if declared.sensitivity < Sensitivity::Secret => (SinkPolicy::new(Sensitivity::Secret, &declared.sinks), found),
         _ => (declared, found),

@@ -15,27 +15,29 @@
 //! 1. `text`, `canonical`, `tokens`, `wire` — text as a reader sees it,
 //!    canonical JSON and digests, the token estimator, the number contract
 //!    of request text
-//! 2. `contracts`, `secrets` — the v1 data contracts every layer speaks (the
-//!    context item, the memory record, sink policy, the session head and
-//!    compaction record, the provider protocol); the secret detector
-//! 3. `store`, `authority` — the storage port and key layout; who may change
+//! 2. `secrets` — the secret detector
+//! 3. `contracts` — the v1 data contracts every layer speaks (the context
+//!    item, the memory record, sink policy, the session head and compaction
+//!    record, the provider protocol); an identifier that carries a secret is
+//!    refused where it is checked
+//! 4. `store`, `authority` — the storage port and key layout; who may change
 //!    a memory, one table for every transition
-//! 4. `events`, `content` — the kernel's bodiless event stream; content
+//! 5. `events`, `content` — the kernel's bodiless event stream; content
 //!    addressed by sha256
-//! 5. `session` — the append-only event log, and its projection: what a
+//! 6. `session` — the append-only event log, and its projection: what a
 //!    model sees of a session after its compactions, as planner candidates
-//! 6. `planner`, `index` — the context planner (a pure function of a
+//! 7. `planner`, `index` — the context planner (a pure function of a
 //!    session's candidates); each memory's recall terms and embedding, kept
 //!    in the store, written by the memory layer through `index::add`,
 //!    `index::remove` and `index::embed`
-//! 7. `compaction`, `memory`, `transcripts` — the compaction state machine;
+//! 8. `compaction`, `memory`, `transcripts` — the compaction state machine;
 //!    the governed memory lifecycle (proposals, decisions, deletion,
 //!    consolidation); provider transcripts imported into a session, and a
 //!    plan rendered as a provider request
-//! 8. `recall` — ranked recall and the resident snapshot, over the index and
+//! 9. `recall` — ranked recall and the resident snapshot, over the index and
 //!    the memory records
-//! 9. `commands` — the command table every host calls, and its caches
-//! 10. `component` — the WIT export (wasm32 only)
+//! 10. `commands` — the command table every host calls, and its caches
+//! 11. `component` — the WIT export (wasm32 only)
 //!
 //! Two cycles were broken this way. Records both sides need sit in
 //! `contracts`: the session log holds compaction records, and compaction

@@ -1,8 +1,9 @@
 //! SUMMARIZING: the local extractive summary, the exact request a provider is
 //! sent (only what may reach that model), and the checks on what it wrote
-//! back: size, and no role marker speaking with system authority.
+//! back: size, no role marker speaking with system authority, no credential.
 
 use crate::canonical::{self, Timestamp};
+use crate::content;
 use crate::contracts::{
     ContentRef, ContextItem, ItemKind, Origin, Provenance, ProviderConfig, ProviderMessage, ProviderRequest, Role, Scope, Sensitivity,
     SinkPolicy, SourceKind, SourceRef, Span, Strategy, SummaryOf, Trust,
@@ -69,7 +70,12 @@ pub(super) fn local_summary(prepared: &Prepared, archive_id: &str, policy: &Comp
             1 => 300,
             _ => 160,
         };
-        let line = describe(c, clip);
+        let mut line = describe(c, clip);
+        // Events appended before every text was screened may hold a secret
+        // their policy does not say: the summary names it, never repeats it.
+        if let Some(kind) = crate::secrets::kind(&line) {
+            line = format!("[{} withheld: it holds a {kind}]", c.seq.map_or("summary".to_string(), |s| format!("#{s}")));
+        }
         let cost = u64::from(tokens::estimate(&line)) + 1;
         if used + cost <= budget {
             used += cost;
@@ -116,12 +122,15 @@ pub(super) fn check_provider_text(text: &str) -> Result<()> {
     if text.len() > MAX_SUMMARY_BYTES {
         return Err(KernelError::limit(format!("the provider's summary is over {MAX_SUMMARY_BYTES} bytes")));
     }
-    match instruction_marker(text) {
-        Some(marker) => Err(KernelError::invalid(format!(
-            "the provider's summary carries an instruction marker (`{marker}`); summaries are data"
-        ))),
-        None => Ok(()),
+    if let Some(marker) = instruction_marker(text) {
+        return Err(KernelError::invalid(format!("the provider's summary carries an instruction marker (`{marker}`); summaries are data")));
     }
+    // A summary is read by the model the compaction was for; a credential in
+    // it would reach that model whatever the summarized events allowed.
+    if let Some(kind) = crate::secrets::kind(text) {
+        return Err(KernelError::invalid(format!("the provider's summary holds a {kind}; a summary never carries a credential")));
+    }
+    Ok(())
 }
 
 /// A role marker or chat-template token in text as a reader sees it: folded
@@ -217,6 +226,9 @@ pub(super) fn summary_item(
         .map(|c| SinkPolicy::new(c.item.sensitivity, &c.item.allowed_sinks))
         .reduce(|a, b| a.narrow(&b))
         .unwrap_or_else(|| SinkPolicy::new(Sensitivity::Internal, &[]));
+    // A provider may write what its inputs only implied, or repeat a secret
+    // the inputs' policies did not declare: what the summary says decides too.
+    let (policy, _) = content::screened(text.as_bytes(), policy);
     let digest = canonical::digest_bytes(text.as_bytes());
     Ok(ContextItem {
         allowed_sinks: policy.sinks,

@@ -5,7 +5,7 @@
 use crate::canonical::{self, Timestamp};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::tokens;
-use super::{check_id, check_sinks, check_version, decode_fields, put, required, ContentRef, Fields, Part, PartKind, Provenance, Scope, Sensitivity, SourceRef};
+use super::{check_id, check_sinks, check_version, decode_fields, put, required, ContentRef, Fields, Part, PartKind, Provenance, Scope, Sensitivity, SinkPolicy, SourceRef};
 
 label! {
 /// What an item is; decides its budget partition.
@@ -511,6 +511,30 @@ impl ContextItem {
 
     pub fn id(&self) -> &str {
         self.item_id.as_deref().unwrap_or("")
+    }
+
+    /// Every text the item carries that a reader or a model may see: its
+    /// visible text, its parts' texts (thinking, reasoning summaries, titles)
+    /// and its tool calls' arguments.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        let parts = self.parts.iter().flat_map(|p| p.text.iter().chain(&p.title).chain(&p.summary));
+        let calls = self.tool_calls.iter().filter_map(|c| c.arguments.as_ref());
+        std::iter::once(self.visible_text()).chain(parts.chain(calls).map(String::as_str))
+    }
+
+    /// Narrows the item's policy when any of its texts holds a secret: it
+    /// becomes `secret`, readable only by the sinks it names exactly (see
+    /// [`SinkPolicy`]). Returns the kind of secret found, if any. Text enters
+    /// the store from hosts, providers and tools alike; none is trusted to
+    /// have declared its sensitivity.
+    pub fn screen(&mut self) -> Option<&'static str> {
+        if self.sensitivity >= Sensitivity::Secret {
+            return None;
+        }
+        let kind = self.texts().find_map(crate::secrets::kind)?;
+        self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
+        self.sensitivity = Sensitivity::Secret;
+        Some(kind)
     }
 
     /// Validates the item and fills `itemId`, `digest` and `tokenEstimate`.

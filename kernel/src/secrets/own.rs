@@ -1,8 +1,11 @@
 //! The kernel's own rules: secrets a memory text carries that gitleaks,
 //! written for source code, does not look for or looks for too narrowly.
 //!
-//! - passwords stated in prose or assigned (`my password is …`, `pw: …`,
-//!   `密码是…`): gitleaks' generic rule wants an assignment and high entropy;
+//! - passwords stated in prose or assigned, in English and other languages
+//!   (`my password is …`, `pw: …`, `密码是…`, `パスワードは…`), and a login
+//!   given as a user name and a password (`alice / Hunter2!`): gitleaks'
+//!   generic rule wants an assignment and high entropy;
+//! - one-time password seeds (base32 next to `2FA`/`TOTP`, `otpauth://`);
 //! - credentials in a URL (`scheme://user:pass@host`), bearer tokens, basic
 //!   authorization headers, session cookies and recovery codes: no gitleaks
 //!   rule outside `curl` command lines;
@@ -51,7 +54,7 @@ const OWN: &[Own] = &[
             // "… for the staging db"
             r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[^\s:=]{1,30}){1,3})?",
             // ": ", " = ", " is ", " was changed to ", " has been set to "
-            r"(?:[ \t]*(?:=>|:=|==|[=:])|[ \t]+(?:is|was)(?:[ \t]+now)?(?:[ \t]+(?:set|changed|reset)[ \t]+to)?[ \t]*:?|[ \t]+has[ \t]+been[ \t]+(?:set|changed|reset)[ \t]+to)",
+            r"(?:[ \t]*(?:=>|:=|==|[=:])|[ \t]+(?:is|was|ist|war)(?:[ \t]+now)?(?:[ \t]+(?:set|changed|reset)[ \t]+to)?[ \t]*:?|[ \t]+has[ \t]+been[ \t]+(?:set|changed|reset)[ \t]+to)",
             r#"[ \t]*["'`]?([^\s"'`,;]{6,})"#,
         ),
         keywords: &["pass", "pw"],
@@ -64,6 +67,57 @@ const OWN: &[Own] = &[
         pattern: r"(?:密码|密碼|口令)[ \t]*(?:是|为|為|:|=)[ \t]*([\x21-\x7E]{6,})",
         keywords: &["密码", "密碼", "口令"],
         check: Some(|c| is_password(c.secret())),
+    },
+    Own {
+        id: "kernel-password-intl",
+        kind: "password",
+        description: "A password stated in another language: `パスワードは…です`, `비밀번호는 …`, `пароль: …`, `contraseña es …`.",
+        // The word, a few words or particles of any script on the same line
+        // (`は`, `는`, `es`, `ist`, `:`), then the value: printable ASCII up
+        // to a space, the line's end or the next non-ASCII word.
+        pattern: concat!(
+            r"(?:パスワード|暗証番号|비밀번호|암호|пароль|Пароль|ПАРОЛЬ|κωδικός|Κωδικός|סיסמה|סיסמא|كلمة المرور|كلمة السر|पासवर्ड|รหัสผ่าน",
+            // Latin words as the rules read them: without their accents.
+            r"|(?i:contrasena|mot de passe|senha|wachtwoord|hasło|haslo|sifre|parola|mat khau|kata sandi|losenord|adgangskode|passord|salasana|jelszo|heslo))",
+            // The value has a digit or a symbol, so the words between are
+            // passed over (`hasło do serwera: …`, `mot de passe actuel est …`).
+            r"[^\r\n]{0,32}?[ \t:=]([\x21-\x7E]*[0-9!@#$%^&*+=?~\\|][\x21-\x7E]*)(?:[^\x21-\x7E]|$)",
+        ),
+        keywords: &[
+            "パスワード", "暗証番号", "비밀번호", "암호", "пароль", "Пароль", "ПАРОЛЬ", "κωδικός", "Κωδικός", "סיסמ", "كلمة", "पासवर्ड", "รหัสผ่าน",
+            "contrasena", "mot de passe", "senha", "wachtwoord", "hasło", "haslo", "sifre", "parola", "mat khau", "kata sandi", "losenord",
+            "adgangskode", "passord", "salasana", "jelszo", "heslo",
+        ],
+        check: Some(|c| c.secret().len() >= 6 && is_password(c.secret()) && !is_link(c.secret())),
+    },
+    Own {
+        id: "kernel-login-pair",
+        kind: "password",
+        description: "A login given as a user name and a password: `the login is alice / Hunter2!`, `creds: bob:s3cret!`.",
+        pattern: concat!(
+            r"(?i)(?:^|[^a-z0-9_])(?:log[ -]?in|sign[ -]?in|credentials?|creds|user(?:name)?[ \t]*(?:and|&|/)[ \t]*password)s?",
+            // "… for the router"
+            r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[^\s:=/]{1,30}){1,3}?)?",
+            r"[ \t]*(?:is|are|:|=|-)?[ \t]*[\x22'`]?[A-Za-z0-9._@+-]{2,64}[ \t]*(?:/|:|,|\|)[ \t]*[\x22'`]?([^\s\x22'`,;]{6,})",
+        ),
+        keywords: &["login", "log-in", "log in", "signin", "sign-in", "sign in", "credential", "creds", "username", "user and password", "user/password", "user & password"],
+        // A path is not a password (`the login is at /settings/login2`).
+        check: Some(|c| is_password(c.secret()) && !c.secret().contains(&b'/')),
+    },
+    Own {
+        id: "kernel-otp-seed",
+        kind: "one-time password seed",
+        description: "A TOTP or HOTP seed: base32 next to `2FA`, `TOTP`, `authenticator`, or an `otpauth://` link's secret.",
+        pattern: concat!(
+            r"(?i)(?:otpauth://[a-z]otp/[^\s?]*\?(?:[^\s#]*&)?secret=([a-z2-7]{16,})",
+            r"|(?:totp|hotp|2fa|mfa|otp|authenticator|two[ -]factor)[^\r\n]{0,40}?(?:secret|seed|key|setup code)[ \t]*(?:is|:|=)?[ \t]*[\x22'`]?",
+            r"((?:[a-z2-7]{4}[ -]?){3,}[a-z2-7]{4,}=*))",
+        ),
+        keywords: &["otpauth", "totp", "hotp", "2fa", "mfa", "otp", "authenticator", "two-factor", "two factor"],
+        check: Some(|c| {
+            let seed: Vec<u8> = c.secret().iter().copied().filter(|b| b.is_ascii_alphanumeric()).collect();
+            seed.len() >= 16 && seed.iter().any(|b| (b'2'..=b'7').contains(b)) && seed.iter().any(u8::is_ascii_alphabetic) && !is_placeholder(&seed)
+        }),
     },
     Own {
         id: "kernel-bearer-token",
@@ -186,6 +240,11 @@ fn is_placeholder(s: &[u8]) -> bool {
         || ["your", "example", "placeholder", "redacted", "changeme", "change_me", "dummy", "sample", "xxxx", "****", "..."]
             .iter()
             .any(|w| lower.windows(w.len()).any(|win| win == w.as_bytes()))
+}
+
+/// A link rather than a secret: `https://…`, `www.…`.
+fn is_link(s: &[u8]) -> bool {
+    s.windows(3).any(|w| w == b"://") || s.to_ascii_lowercase().starts_with(b"www.")
 }
 
 /// A value said to be a password that reads like one: not a placeholder, not

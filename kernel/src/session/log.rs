@@ -172,6 +172,7 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     for mut item in request.items {
         let seq = head.seq + 1;
         item.normalize(limits, &format!("{session}#{seq}"))?;
+        item.screen();
         let item_id = item.id().to_string();
         if batch_ids.insert(item_id.clone(), seq).is_some() {
             return Err(KernelError::invalid(format!("itemId `{item_id}` appears twice in one append")));

@@ -1,0 +1,372 @@
+//! Leaks: each test is a way a secret could reach a place it must not — a
+//! summary a provider wrote, a key written against another script, split by
+//! a line break or an invisible character, stated in another language, or
+//! carried in an identifier — and asserts that it does not. Generated cases
+//! run every real-shaped secret of the detector's corpus through each
+//! disguise, so a fix for one spelling cannot pass for a fix of the class.
+
+mod common;
+
+use common::*;
+use ctxkernel::secrets::detect;
+use ctxkernel::store::MemStore;
+use ctxkernel::{Command, ErrorCode, KernelError};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+const TOKEN: &str = "ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo";
+const LATER: &str = "2026-06-01T13:00:00Z";
+
+/// The real-shaped secrets of the detector's corpus.
+fn secrets() -> Vec<String> {
+    include_str!("data/secrets/secrets.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn look_alikes() -> Vec<String> {
+    include_str!("data/secrets/look-alikes.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Text of other scripts, written with no space around what it holds.
+const SCRIPTS: [&str; 10] = ["我的密钥是", "请保存", "キーは", "です", "내 키는", "입니다", "мой ключ", "مفتاحي", "กุญแจของฉัน", "🔑"];
+
+fn append(store: &mut MemStore, session: &str, conv: &Conv) -> Result<Value, KernelError> {
+    call(store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": session, "expectedHead": {"seq": 0}, "items": conv.items, "now": NOW}))
+}
+
+/// What a plan of the stored session shows `sink`: its context, as JSON text.
+fn seen_by(store: &mut MemStore, session: &str, sink: &str) -> String {
+    let plan = call(store, Command::PlanContext, &json!({"schemaVersion": 1, "sessionId": session, "now": LATER, "sink": sink,
+        "model": {"profile": "m", "window": 64_000, "reservedOutput": 1_000, "safetyMargin": 0}}))
+    .unwrap();
+    assert!(!plan["context"].as_array().unwrap().is_empty(), "the plan shows {sink} something");
+    plan["context"].to_string()
+}
+
+fn events(store: &mut MemStore, session: &str) -> Vec<Value> {
+    let read = call(store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": session, "limit": 1000})).unwrap();
+    read["events"].as_array().unwrap().iter().filter_map(|e| e.get("item").cloned()).collect()
+}
+
+#[test]
+fn a_provider_summary_that_repeats_a_secret_is_narrowed_and_no_other_sink_sees_it() {
+    for said in [
+        format!("The user shared their GitHub token, {TOKEN}, for the release."),
+        format!("Their GitHub token is {}\n{}.", &TOKEN[..20], &TOKEN[20..]),
+        format!("保存的令牌是{TOKEN}请勿外传"),
+        "They said the staging password is Hunter22!x and asked to keep it.".to_string(),
+    ] {
+        let mut store = MemStore::default();
+        let mut conv = Conv::new();
+        for i in 0..20 {
+            conv.user(&format!("q{i} {}", words(200)));
+        }
+        append(&mut store, "s", &conv).unwrap();
+        let head = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s", "limit": 1})).unwrap()["head"]["seq"].clone();
+        let waiting = call(&mut store, Command::CompactContext, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "provider",
+            "sink": "model:test", "model": {"profile": "m", "window": 16_000, "reservedOutput": 1_000, "safetyMargin": 0}, "force": true,
+            "keepFromSeq": head, "provider": {"model": "summarizer-1", "maxTokens": 800}}))
+        .unwrap();
+        let before = store.entries.clone();
+        let err = call(&mut store, Command::ContinueOperation, &json!({"schemaVersion": 1, "operationId": waiting["operationId"], "now": LATER,
+            "response": {"outcome": "success", "text": said, "usage": {"inputTokens": 1, "outputTokens": 1}}}))
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "{said:?}: {err:?}");
+        assert!(err.message.contains("credential") && !err.message.contains("Qx7rT2mWz9"), "{}", err.message);
+        assert_eq!(store.entries, before, "a refused answer writes nothing");
+        // The host gives up on the provider: the local summary takes over.
+        let done = call(&mut store, Command::ContinueOperation, &json!({"schemaVersion": 1, "operationId": waiting["operationId"], "now": LATER,
+            "response": {"outcome": "failed", "error": "refused"}}))
+        .unwrap();
+        assert_eq!(done["compaction"]["degraded"], true, "{done}");
+        for sink in ["model:test", "model:other"] {
+            let seen = seen_by(&mut store, "s", sink);
+            assert!(!seen.contains("Qx7rT2mWz9") && !seen.contains("Hunter22"), "{said:?} reached {sink}");
+        }
+    }
+}
+
+#[test]
+fn every_appended_text_is_screened_and_narrows_its_item() {
+    let places: Vec<(&str, Box<dyn Fn(&mut Conv)>)> = vec![
+        ("a user message", Box::new(|c: &mut Conv| drop(c.user(&format!("here you go {TOKEN}"))))),
+        ("a tool result", Box::new(|c: &mut Conv| {
+            c.call("checking", &["c1"]);
+            c.result("c1", &format!("GITHUB_TOKEN={TOKEN}"), "success");
+        })),
+        ("tool-call arguments", Box::new(|c: &mut Conv| {
+            c.push("message", "", json!({"role": "assistant", "trust": "verified", "provenance": {"origin": "model"}, "content": "calling",
+                "toolCalls": [{"callId": "c9", "name": "login", "arguments": format!("{{\"token\":\"{TOKEN}\"}}")}]}));
+        })),
+        ("a thinking part", Box::new(|c: &mut Conv| {
+            c.push("message", "", json!({"role": "assistant", "trust": "verified", "provenance": {"origin": "model"}, "content": null,
+                "parts": [{"kind": "thinking", "text": format!("the user's key is {TOKEN}"), "signature": "sig"}, {"kind": "text", "text": "done"}]}));
+        })),
+    ];
+    for (place, add) in places {
+        let mut store = MemStore::default();
+        let mut conv = Conv::new();
+        conv.user("hello");
+        add(&mut conv);
+        append(&mut store, "s", &conv).unwrap_or_else(|e| panic!("{place}: {e:?}"));
+        let narrowed: Vec<Value> = events(&mut store, "s").into_iter().filter(|i| i["sensitivity"] == "secret").collect();
+        assert_eq!(narrowed.len(), 1, "{place}: exactly the item with the token is secret");
+        assert_eq!(narrowed[0]["allowedSinks"], json!([]), "{place}: `model:*` names no sink exactly");
+        let seen = seen_by(&mut store, "s", "model:test");
+        assert!(seen.contains("hello"), "{place}: the rest is seen");
+        assert!(!seen.contains("Qx7rT2mWz9"), "{place}: a pattern sink saw it");
+    }
+    // A sink the item names exactly still gets it: the host said so.
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    conv.push("message", &format!("key {TOKEN}"), json!({"role": "user", "allowedSinks": ["model:test", "model:*"]}));
+    conv.user("and hello");
+    append(&mut store, "s", &conv).unwrap();
+    assert_eq!(events(&mut store, "s")[0]["allowedSinks"], json!(["model:test"]));
+    assert!(seen_by(&mut store, "s", "model:test").contains("Qx7rT2mWz9"));
+    assert!(!seen_by(&mut store, "s", "model:other").contains("Qx7rT2mWz9"));
+}
+
+#[test]
+fn an_imported_transcript_is_screened_like_any_append() {
+    let mut store = MemStore::default();
+    let transcript = json!({"messages": [
+        {"role": "user", "content": "deploy it"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "deploy", "arguments": format!("{{\"auth\": \"{TOKEN}\"}}")}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]});
+    call(&mut store, Command::ImportMessages, &json!({"schemaVersion": 1, "sessionId": "s", "format": "openai-chat", "now": NOW,
+        "expectedHead": {"seq": 0}, "allowedSinks": ["model:*"], "sensitivity": "internal", "transcript": transcript}))
+    .unwrap();
+    let secret: Vec<Value> = events(&mut store, "s").into_iter().filter(|i| i["sensitivity"] == "secret").collect();
+    assert_eq!(secret.len(), 1);
+    assert!(secret[0]["toolCalls"][0]["arguments"].as_str().unwrap().contains(TOKEN), "kept byte for byte, under the narrower policy");
+}
+
+#[test]
+fn keys_written_against_any_script_are_found() {
+    let mut missed = Vec::new();
+    for secret in secrets().iter().filter(|s| detect(s).is_some()) {
+        for (before, after) in SCRIPTS.iter().zip(SCRIPTS.iter().rev()) {
+            let text = format!("{before}{secret}{after}");
+            if detect(&text).is_none() {
+                missed.push(text);
+            }
+        }
+    }
+    assert!(missed.is_empty(), "{} missed, e.g. {:?}", missed.len(), &missed[..missed.len().min(5)]);
+}
+
+#[test]
+fn look_alikes_next_to_other_scripts_stay_look_alikes() {
+    let plain = look_alikes().iter().filter(|t| detect(t).is_some()).count();
+    let wrapped = look_alikes().iter().filter(|t| detect(&format!("我说{t}好的")).is_some()).count();
+    assert!(wrapped <= plain, "{wrapped} look-alikes flagged next to Chinese, {plain} alone");
+}
+
+/// The longest run of token characters in `text`, as a byte range.
+fn longest_token(text: &str) -> std::ops::Range<usize> {
+    let mut best = 0..0;
+    let mut start = None;
+    for (i, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        let token = c.is_ascii_alphanumeric() || "_-+/=".contains(c);
+        match (token, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s)) => {
+                if i - s > best.len() {
+                    best = s..i;
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A secret stays found with an invisible character anywhere in it, or
+    /// its longest token wrapped onto the next line (a break, `\r\n`, U+2028
+    /// or a no-break space) past its first 16 characters, written against
+    /// any script.
+    #[test]
+    fn disguised_secrets_are_found(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(),
+        invisible in prop::sample::select(vec!['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}', '\u{00ad}', '\u{180e}', '\u{034f}', '\u{e0041}', '\u{fe0f}', '\u{0301}']),
+        wrap in prop::sample::select(vec!["\n", "\r\n", "\u{2028}", "\u{00a0}", "\u{200a}"]),
+        script in prop::sample::select(SCRIPTS.to_vec())) {
+        let all: Vec<String> = secrets().into_iter().filter(|s| detect(s).is_some()).collect();
+        let secret = pick.get(&all);
+        let cuts: Vec<usize> = secret.char_indices().map(|(i, _)| i).skip(1).collect();
+        if !cuts.is_empty() {
+            let cut = *at.get(&cuts);
+            let hidden = format!("{}{invisible}{}", &secret[..cut], &secret[cut..]);
+            prop_assert!(detect(&hidden).is_some(), "{:?}", hidden);
+        }
+        let token = longest_token(secret);
+        if token.len() >= 24 {
+            // Wrapped where a terminal would: past the first 16 characters.
+            let cut = token.start + (token.len() / 2).max(16);
+            let wrapped = format!("{script}{}{wrap}{}", &secret[..cut], &secret[cut..]);
+            prop_assert!(detect(&wrapped).is_some(), "{:?}", wrapped);
+        }
+    }
+}
+
+#[test]
+fn credentials_stated_in_other_languages_totp_seeds_and_login_pairs_are_found() {
+    for text in [
+        "サーバーのパスワードはHunter22!xです",
+        "管理画面のパスワード：Tr0ub4dor&3",
+        "와이파이 비밀번호는 Qwerty123!@ 입니다",
+        "мой пароль: Xk9#mPq2vL",
+        "Пароль от почты — Sup3rS3cret",
+        "mi contraseña es Hunter22!x",
+        "le mot de passe est Azerty123!",
+        "a senha do banco é Brasil2024!",
+        "das Passwort ist Geheim123!",
+        "het wachtwoord is Welkom2024!",
+        "hasło do serwera: Zaq12wsx!",
+        "mật khẩu là Matkhau@2024",
+        "kata sandi saya Rahasia123!",
+        "my 2FA secret is JBSWY3DPEHPK3PXP",
+        "TOTP seed: jbsw y3dp ehpk 3pxp",
+        "authenticator setup code JBSW-Y3DP-EHPK-3PXP-KZ4Q",
+        "otpauth://totp/ACME:alice@example.com?secret=JBSWY3DPEHPK3PXP&issuer=ACME",
+        "the login is alice / Hunter22!",
+        "login: admin/Tr0ub4dor&3",
+        "creds are bob:s3cretPass!",
+        "username and password: deploy / Winter2024!",
+    ] {
+        assert!(detect(text).is_some(), "{text:?}");
+    }
+}
+
+#[test]
+fn honest_sentences_about_credentials_are_not_secrets() {
+    for text in [
+        "パスワードを忘れました",
+        "パスワードは明日変更します",
+        "비밀번호를 잊어버렸어요",
+        "Я забыл пароль от почты",
+        "¿Olvidaste tu contraseña?",
+        "Je change mon mot de passe demain.",
+        "le mot de passe est obligatoire",
+        "a senha precisa ter 12 caracteres",
+        "mot de passe oublié ? voir https://example.com/reset",
+        "2FA is enabled for everyone on the team",
+        "use an authenticator app for the TOTP codes",
+        "the login page is slow today",
+        "the login is at /settings/security2",
+        "sign in with Google or GitHub",
+        "credentials: ask the on-call engineer",
+        "Login: Monday, 9am standup",
+        "I totally agree, Melanie.",
+        "我们在周五部署。",
+    ] {
+        assert!(detect(text).is_none(), "{text:?}: {:?}", detect(text));
+    }
+}
+
+/// A request whose `field` holds a token is refused by name, and the store is unchanged.
+fn refused(store: &mut MemStore, command: Command, request: &Value, field: &str) {
+    let before = store.entries.clone();
+    let err = call(store, command, request).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest, "{field}: {err:?}");
+    assert!(err.message.contains(field), "{field}: {}", err.message);
+    assert!(!err.message.contains("Qx7rT2mWz9"), "the error does not echo the token");
+    assert_eq!(store.entries, before, "{field}: nothing written");
+}
+
+fn user_session() -> MemStore {
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    conv.user("remember that we deploy on Fridays");
+    append(&mut store, "s", &conv).unwrap();
+    store
+}
+
+#[test]
+fn identifiers_never_carry_a_secret() {
+    let mut store = user_session();
+    let candidate = |scope_id: &str| json!({"scope": "project", "scopeId": scope_id, "category": "fact", "content": "we deploy on Fridays",
+        "confidence": 0.7, "importance": 0.5, "provenance": {"origin": "user"}, "evidenceRefs": [{"kind": "session", "id": "s", "seq": 1}]});
+    for hidden in [TOKEN.to_string(), format!("{}\u{200b}{}", &TOKEN[..10], &TOKEN[10..]), format!("项目{TOKEN}")] {
+        refused(&mut store, Command::ProposeMemory, &json!({"schemaVersion": 1, "now": NOW, "candidates": [candidate(&hidden)]}), "scopeId");
+        let mut conv = Conv::new();
+        conv.push("message", "hi", json!({"role": "user", "itemId": hidden}));
+        refused(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s2", "expectedHead": {"seq": 0}, "items": conv.items, "now": NOW}), "itemId");
+        refused(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": hidden, "expectedHead": {"seq": 0}, "items": Conv::new().items, "now": NOW}), "sessionId");
+    }
+    let proposed = call(&mut store, Command::ProposeMemory, &json!({"schemaVersion": 1, "now": NOW, "candidates": [candidate("p")]})).unwrap();
+    let id = proposed["receipts"][0]["memory"]["memoryId"].clone();
+    refused(&mut store, Command::DecideMemory, &json!({"schemaVersion": 1, "now": NOW, "memoryId": id, "action": "activate",
+        "authority": {"kind": "management", "actor": TOKEN}, "scope": "project", "scopeId": "p"}), "authority.actor");
+    refused(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": TOKEN, "subject": "alice",
+        "authority": {"kind": "management", "actor": "admin"}, "selector": {"memoryIds": [id]}, "scope": "project", "scopeId": "p", "fence": 1}), "requestId");
+    refused(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": format!("token {TOKEN}"),
+        "authority": {"kind": "management", "actor": "admin"}, "selector": {"memoryIds": [id]}, "scope": "project", "scopeId": "p", "fence": 1}), "subject");
+}
+
+#[test]
+fn an_actor_is_something_visible_and_reads_one_way() {
+    let mut store = user_session();
+    let proposed = call(&mut store, Command::ProposeMemory, &json!({"schemaVersion": 1, "now": NOW, "candidates": [{"scope": "project", "scopeId": "p",
+        "category": "fact", "content": "we deploy on Fridays", "confidence": 0.7, "importance": 0.5, "provenance": {"origin": "user"},
+        "evidenceRefs": [{"kind": "session", "id": "s", "seq": 1}]}]}))
+    .unwrap();
+    let id = proposed["receipts"][0]["memory"]["memoryId"].clone();
+    for actor in [" ", "\u{200b}", "\u{3000}\u{feff}", "\u{2060}\t", "adm\u{202e}nim", "\u{2066}root\u{2069}"] {
+        refused(&mut store, Command::DecideMemory, &json!({"schemaVersion": 1, "now": NOW, "memoryId": id, "action": "activate",
+            "authority": {"kind": "management", "actor": actor}, "scope": "project", "scopeId": "p"}), "authority.actor");
+    }
+}
+
+#[test]
+fn secrets_under_a_common_encoding_are_found() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let url = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let hex = |s: &str| s.bytes().map(|b| format!("{b:02x}")).collect::<String>();
+    let config = format!("{{\"github\": {{\"token\": \"{TOKEN}\"}}}}");
+    for text in [
+        format!("config: {}", b64.encode(&config)),
+        format!("env={}", url.encode(format!("DB_PASSWORD=Hunter22!x\nGITHUB_TOKEN={TOKEN}"))),
+        format!("blob {}", hex(&format!("token {TOKEN}"))),
+        format!("Authorization header, encoded: {}", b64.encode("password: Tr0ub4dor&3"))
+    ] {
+        assert!(detect(&text).is_some(), "{text:?}");
+    }
+    for text in [
+        format!("image {}", b64.encode((0..600u32).map(|i| (i * 7919 % 251) as u8).collect::<Vec<u8>>())),
+        format!("readme {}", b64.encode("This project builds a context kernel for agents.")),
+        format!("digest {}", hex("plain words, nothing more")),
+        "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08".to_string(),
+    ] {
+        assert!(detect(&text).is_none(), "{text:?}: {:?}", detect(&text));
+    }
+}
+
+#[test]
+fn content_stored_as_utf16_is_read_as_its_text() {
+    let text = format!("deploy key {TOKEN}\n");
+    let le: Vec<u8> = text.encode_utf16().flat_map(u16::to_le_bytes).collect();
+    let be_bom: Vec<u8> = [0xFE, 0xFF].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+    for (name, bytes) in [("UTF-16LE", le), ("UTF-16BE with a byte-order mark", be_bom)] {
+        assert!(ctxkernel::secrets::detect_bytes(&bytes).is_some(), "{name}");
+        let mut store = MemStore::default();
+        let put = ctxkernel::Kernel::default()
+            .put_content(&mut store, &json!({"schemaVersion": 1, "mimeType": "text/plain", "sensitivity": "internal", "allowedSinks": ["model:*"], "now": NOW}).to_string(), &bytes)
+            .unwrap();
+        let put: Value = serde_json::from_str(&put).unwrap();
+        assert_eq!(put["sensitivity"], "secret", "{name}: {put}");
+    }
+    let plain: Vec<u8> = "nothing to see here\n".encode_utf16().flat_map(u16::to_le_bytes).collect();
+    assert!(ctxkernel::secrets::detect_bytes(&plain).is_none());
+}
