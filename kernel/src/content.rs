@@ -200,6 +200,10 @@ pub fn put(db: &mut Db, request: PutContentRequest, bytes: &[u8]) -> Result<PutC
     if let Some(mime) = &request.mime_type {
         check_id("mimeType", mime)?;
     }
+    // The ceiling first: scanning reads the bytes in several forms.
+    if bytes.len() as u64 > MAX_CONTENT_BYTES {
+        return Err(KernelError::limit(format!("content has {} bytes; the ceiling is {MAX_CONTENT_BYTES}", bytes.len())));
+    }
     let (declared, detected) = screened(bytes, SinkPolicy::new(request.sensitivity, &request.allowed_sinks));
     // Bytes stored before keep the narrower of both policies; the summary
     // is written for the policy they will have.

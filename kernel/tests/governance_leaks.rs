@@ -243,6 +243,17 @@ fn credentials_stated_in_other_languages_totp_seeds_and_login_pairs_are_found() 
         "login: admin/Tr0ub4dor&3",
         "creds are bob:s3cretPass!",
         "username and password: deploy / Winter2024!",
+        "the login for the router is admin / JQ122l9x",
+        "My Stripe key is sk_live_4eC39HqLyjWDarjtT1zdp7dc.",
+        "(sk_live_4eC39HqLyjWDarjtT1zdp7dc)",
+        "Use sk_live_4eC39HqLyjWDarjtT1zdp7dc, thanks",
+        "Das Passwort lautet Geheim123!",
+        "Mein Kennwort ist Geheim123!",
+        "la password è Ciao2024!",
+        "密码就是Hunter22!x",
+        "wifi密码 Hunter22!x",
+        "TOTP: JBSWY3DPEHPK3PXP",
+        "Authenticator code JBSWY3DPEHPK3PXP",
     ] {
         assert!(detect(text).is_some(), "{text:?}");
     }
@@ -269,6 +280,13 @@ fn honest_sentences_about_credentials_are_not_secrets() {
         "Login: Monday, 9am standup",
         "I totally agree, Melanie.",
         "我们在周五部署。",
+        "암호화 알고리즘은 AES-256입니다",
+        "암호화폐 가격: 65000$ 돌파",
+        "ο κωδικός προϊόντος είναι AB-1234",
+        "La parola chiave: covid-19",
+        "Minha resenha: 9.5/10",
+        "Login time: 10:30:45am",
+        "Last login: Tue, 10:31:07 from 10.0.0.5",
     ] {
         assert!(detect(text).is_none(), "{text:?}: {:?}", detect(text));
     }
@@ -369,4 +387,51 @@ fn content_stored_as_utf16_is_read_as_its_text() {
     }
     let plain: Vec<u8> = "nothing to see here\n".encode_utf16().flat_map(u16::to_le_bytes).collect();
     assert!(ctxkernel::secrets::detect_bytes(&plain).is_none());
+}
+
+#[test]
+fn combined_disguises_and_padded_bytes_are_still_read() {
+    let marked: String = TOKEN.chars().enumerate().flat_map(|(i, c)| if i % 8 == 7 { vec![c, '\u{301}'] } else { vec![c] }).collect();
+    let fullwidth: String = TOKEN.chars().map(|c| char::from_u32(c as u32 + 0xFEE0).unwrap()).collect();
+    for text in [
+        format!("{}\n{}", &marked[..24], &marked[24..]),
+        format!("{}\n{}", fullwidth.chars().take(20).collect::<String>(), fullwidth.chars().skip(20).collect::<String>()),
+    ] {
+        assert!(detect(&text).is_some(), "{text:?}");
+    }
+    // UTF-8 text padded to look like UTF-16 is read as UTF-8 too.
+    let mut padded = format!("GITHUB_TOKEN={TOKEN}\n").into_bytes();
+    padded.extend(b"A\0".repeat(400));
+    assert!(ctxkernel::secrets::detect_bytes(&padded).is_some());
+    // Bytes that are neither are read for what text they hold.
+    let mut latin1 = format!("Schl\u{fc}ssel: {TOKEN}").into_bytes();
+    latin1.push(0xFF);
+    assert!(ctxkernel::secrets::detect_bytes(&latin1).is_some());
+}
+
+#[test]
+fn escaped_arguments_and_provider_errors_are_screened() {
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    conv.push("message", "calling", json!({"role": "assistant", "trust": "verified", "provenance": {"origin": "model"},
+        "toolCalls": [{"callId": "c1", "name": "login", "arguments": "{\"t\":\"ghp_\\u0051x7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo\"}"}]}));
+    conv.user("ok");
+    append(&mut store, "s", &conv).unwrap();
+    assert_eq!(events(&mut store, "s")[0]["sensitivity"], "secret");
+
+    // A provider's error body repeating the key it refused is not echoed.
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    for i in 0..20 {
+        conv.user(&format!("q{i} {}", words(200)));
+    }
+    append(&mut store, "s", &conv).unwrap();
+    let waiting = call(&mut store, Command::CompactContext, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "provider",
+        "sink": "model:test", "model": {"profile": "m", "window": 16_000, "reservedOutput": 1_000, "safetyMargin": 0}, "force": true,
+        "keepFromSeq": 20, "provider": {"model": "summarizer-1", "maxTokens": 800}}))
+    .unwrap();
+    let answer = call(&mut store, Command::ContinueOperation, &json!({"schemaVersion": 1, "operationId": waiting["operationId"], "now": LATER,
+        "response": {"outcome": "unknown", "reason": format!("Incorrect API key provided: {TOKEN}")}}));
+    let seen = format!("{answer:?}{:?}", store.entries);
+    assert!(!seen.contains("Qx7rT2mWz9"), "the token was echoed or stored");
 }

@@ -280,7 +280,7 @@ pub(super) fn summary_item(
 }
 
 pub(super) fn clip(text: &str) -> String {
-    text.chars().take(200).collect()
+    crate::secrets::excerpt(text, 200)
 }
 
 #[cfg(test)]

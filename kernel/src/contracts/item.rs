@@ -517,9 +517,10 @@ impl ContextItem {
     /// visible text, its parts' texts (thinking, reasoning summaries, titles)
     /// and its tool calls' arguments.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
-        let parts = self.parts.iter().flat_map(|p| p.text.iter().chain(&p.title).chain(&p.summary));
+        let refs = self.content_ref.iter().chain(self.parts.iter().filter_map(|p| p.content_ref.as_ref())).map(|r| &r.summary);
+        let parts = self.parts.iter().flat_map(|p| p.text.iter().chain(&p.title).chain(&p.summary).chain(&p.url));
         let calls = self.tool_calls.iter().filter_map(|c| c.arguments.as_ref());
-        std::iter::once(self.visible_text()).chain(parts.chain(calls).map(String::as_str))
+        std::iter::once(self.visible_text()).chain(refs.chain(parts).chain(calls).map(String::as_str))
     }
 
     /// Narrows the item's policy when any of its texts holds a secret: it
@@ -531,7 +532,31 @@ impl ContextItem {
         if self.sensitivity >= Sensitivity::Secret {
             return None;
         }
-        let kind = self.texts().find_map(crate::secrets::kind)?;
+        // Arguments are JSON: `\u0051` is a `Q` to the model that reads them.
+        let strings = |arguments: &str| -> Vec<String> {
+            fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+                match value {
+                    serde_json::Value::String(s) => out.push(s.clone()),
+                    serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+                    serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| {
+                        out.push(k.clone());
+                        collect(v, out)
+                    }),
+                    _ => {}
+                }
+            }
+            let mut out = Vec::new();
+            if arguments.contains('\\') {
+                if let Ok(value) = serde_json::from_str::<serde_json::Value>(arguments) {
+                    collect(&value, &mut out);
+                }
+            }
+            out
+        };
+        let kind = self.texts().find_map(crate::secrets::kind).or_else(|| {
+            let decoded: Vec<String> = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).flat_map(strings).collect();
+            decoded.iter().find_map(|s| crate::secrets::kind(s))
+        })?;
         self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
         self.sensitivity = Sensitivity::Secret;
         Some(kind)

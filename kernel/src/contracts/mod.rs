@@ -62,7 +62,8 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
             "{what} must be 1..={MAX_ID_BYTES} bytes without control characters"
         )));
     }
-    if id.chars().all(|c| c.is_whitespace() || crate::text::is_invisible(c)) {
+    // Blank however it is spelled: spaces, invisible characters, the braille blank.
+    if id.chars().all(|c| c.is_whitespace() || crate::text::is_invisible(c) || c == '\u{2800}') {
         return Err(KernelError::invalid(format!("{what} has no visible character")).with_detail(serde_json::json!({"field": what})));
     }
     // Direction controls make an id read as another (`admin\u{202E}nimda`).

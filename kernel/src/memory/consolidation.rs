@@ -395,15 +395,15 @@ pub fn resume(db: &mut Db, log: &SessionLog, operation_id: &str, now: &Timestamp
         ProviderResponse::Failed { error } | ProviderResponse::Unknown { reason: error } if request.allow_degraded => {
             (response.receipts, response.skipped) = propose_found(db, &request, by_rules(log, request.after_seq), "rules")?;
             response.status = ConsolidationStatus::Degraded;
-            response.reason = Some(format!("the provider did not answer ({}); the rules extracted these", error.chars().take(200).collect::<String>()));
+            response.reason = Some(format!("the provider did not answer ({}); the rules extracted these", crate::secrets::excerpt(&error, 200)));
         }
         ProviderResponse::Failed { error } | ProviderResponse::Unknown { reason: error } => {
-            return Err(KernelError::new(ErrorCode::Degraded, format!("the provider did not answer ({}) and the request does not allow a degraded fallback", error.chars().take(200).collect::<String>()))
+            return Err(KernelError::new(ErrorCode::Degraded, format!("the provider did not answer ({}) and the request does not allow a degraded fallback", crate::secrets::excerpt(&error, 200)))
                 .with_detail(json!({"operationId": operation_id})));
         }
         ProviderResponse::Cancelled { reason } => {
             response.status = ConsolidationStatus::Aborted;
-            response.reason = Some(reason.map_or("cancelled".to_string(), |r| format!("cancelled: {}", r.chars().take(200).collect::<String>())));
+            response.reason = Some(reason.map_or("cancelled".to_string(), |r| format!("cancelled: {}", crate::secrets::excerpt(&r, 200))));
         }
     }
     finish(db, &request, &response)?;

@@ -16,25 +16,37 @@ const MIN_HEX: usize = 32;
 /// read only up to it.
 const MAX_DECODED: usize = 4 << 20;
 
-/// `bytes` as text: UTF-8, or UTF-16 when it has a byte-order mark or reads
-/// as mostly ASCII in UTF-16 (every other byte zero).
-/// (ASCII in UTF-16 is valid UTF-8 too, with a NUL after or before every
-/// letter, so UTF-16 is recognized first.)
-pub(super) fn text_of(bytes: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+/// The texts `bytes` may hold: itself when it is UTF-8, and what it reads
+/// as in UTF-16 when it has a byte-order mark or looks like UTF-16 (a zero
+/// in most even or most odd bytes). Both are read when both apply: a UTF-8
+/// text padded with `A\0A\0…` is still read as UTF-8.
+pub(super) fn texts_of(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, str>> {
+    let mut texts: Vec<std::borrow::Cow<'_, str>> = Vec::new();
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        texts.push(text.into());
+    }
     let zeros = |at: usize| bytes.iter().skip(at).step_by(2).filter(|&&b| b == 0).count();
     let half = bytes.len() / 2;
-    let (body, little) = match bytes {
-        [0xFF, 0xFE, rest @ ..] => (rest, true),
-        [0xFE, 0xFF, rest @ ..] => (rest, false),
+    let utf16 = match bytes {
+        [0xFF, 0xFE, rest @ ..] => Some((rest, true)),
+        [0xFE, 0xFF, rest @ ..] => Some((rest, false)),
         _ if half > 0 && bytes.contains(&0) => match (zeros(1) * 5 >= half * 4, zeros(0) * 5 >= half * 4) {
-            (true, false) => (bytes, true),
-            (false, true) => (bytes, false),
-            _ => return std::str::from_utf8(bytes).ok().map(Into::into),
+            (true, false) => Some((bytes, true)),
+            (false, true) => Some((bytes, false)),
+            _ => None,
         },
-        _ => return std::str::from_utf8(bytes).ok().map(Into::into),
+        _ => None,
     };
-    let units = body.chunks_exact(2).map(|p| if little { u16::from_le_bytes([p[0], p[1]]) } else { u16::from_be_bytes([p[0], p[1]]) });
-    Some(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect::<String>().into())
+    if let Some((body, little)) = utf16 {
+        let units = body.chunks_exact(2).map(|p| if little { u16::from_le_bytes([p[0], p[1]]) } else { u16::from_be_bytes([p[0], p[1]]) });
+        texts.push(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect::<String>().into());
+    }
+    if texts.is_empty() {
+        // Neither: read what is text in it (a Latin-1 file, a log with a
+        // stray byte), each invalid sequence as U+FFFD.
+        texts.push(String::from_utf8_lossy(bytes));
+    }
+    texts
 }
 
 /// The texts that base64 and hex runs in `text` decode to, in order.

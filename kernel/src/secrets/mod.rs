@@ -15,7 +15,8 @@
 //! The rules read the text as a reader sees it (`view`): characters that
 //! render as nothing (zero-width spaces and joiners, bidirectional controls,
 //! soft hyphens, …) are removed, the rest is folded to NFKC with the accents
-//! of Latin letters dropped (`é` reads as `e`, `ｇ\u{301}` as `g`), and a
+//! of Latin, Greek and Cyrillic letters and marks on Han characters dropped
+//! (`é` reads as `e`, `ｇ\u{301}` as `g`), and a
 //! space separates ASCII letters and digits
 //! from a neighbouring character of another script. So a token split by
 //! U+200B, written in fullwidth letters, or written straight against Chinese
@@ -60,9 +61,20 @@ pub fn detect(text: &str) -> Option<Finding> {
     read(text).or_else(|| encodings::decoded(text).iter().find_map(|decoded| read(decoded)))
 }
 
-/// [`detect`] for stored bytes: UTF-8 text, or text stored as UTF-16.
+/// Text a provider wrote, as a reason or an error may echo it: its first
+/// `chars` characters, or, when it holds a secret (a 401 body repeating the
+/// key it refused), only the kind of secret withheld.
+pub fn excerpt(text: &str, chars: usize) -> String {
+    match kind(text) {
+        Some(kind) => format!("withheld: it holds a {kind}"),
+        None => text.chars().take(chars).collect(),
+    }
+}
+
+/// [`detect`] for stored bytes: UTF-8 text, text stored as UTF-16, or what
+/// is text in bytes that are neither.
 pub fn detect_bytes(bytes: &[u8]) -> Option<Finding> {
-    encodings::text_of(bytes).and_then(|text| detect(&text))
+    encodings::texts_of(bytes).iter().find_map(|text| detect(text))
 }
 
 /// The first finding in `text` as a reader sees it, then with wraps joined.
@@ -81,9 +93,14 @@ fn read(text: &str) -> Option<Finding> {
 /// reading). A token wrapped within its first 16 characters is not joined.
 const WRAPPED_RUN: usize = 16;
 
-/// Characters of a token: what keys, passwords and their encodings are made of.
+/// Characters of a token: what keys, passwords and their encodings are made
+/// of, in ASCII or in fullwidth forms (which fold to ASCII).
 fn token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '+' | '/' | '=')
+    let ascii = match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        _ => c,
+    };
+    ascii.is_ascii_alphanumeric() || matches!(ascii, '_' | '-' | '+' | '/' | '=')
 }
 
 /// Line breaks and the spaces that look like none, which split a token
@@ -107,40 +124,66 @@ fn view(text: &str, join: bool) -> Cow<'_, str> {
     if text.is_ascii() && !wrapped {
         return Cow::Borrowed(text);
     }
-    let chars: Vec<char> = text.chars().filter(|c| !is_invisible(*c)).collect();
+    Cow::Owned(spaced(&unmarked(&visible(text, wrapped))))
+}
+
+// The steps of `view` stay out of line, each small enough for the JVM host's
+// JIT compiler (HotSpot compiles no method over 8 000 bytes): the plan path
+// reads identifiers through here.
+
+/// `text` without invisible characters; with `wrapped`, with each wrap joined.
+#[inline(never)]
+fn visible(text: &str, wrapped: bool) -> String {
     let mut kept = String::with_capacity(text.len());
     let mut run = 0;
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        rest = &rest[c.len_utf8()..];
+        if is_invisible(c) {
+            continue;
+        }
         if wrapped && soft_break(c) && run >= WRAPPED_RUN {
-            let after = chars[i..].iter().take(3).position(|c| !soft_break(*c)).map(|k| i + k);
-            if let Some(next) = after.filter(|&n| token_char(chars[n])) {
-                i = next;
+            // Up to two more breaks (`\r\n`, a blank line), then a token character.
+            let mut ahead = rest.char_indices().filter(|(_, c)| !is_invisible(*c)).take(3);
+            if let Some((at, _)) = ahead.find(|(_, c)| !soft_break(*c)).filter(|(_, c)| token_char(*c)) {
+                rest = &rest[at..];
                 continue;
             }
         }
-        run = if token_char(c) { run + 1 } else { 0 };
+        // A mark on a token character leaves the token whole.
+        run = if token_char(c) { run + 1 } else if is_combining_mark(c) { run } else { 0 };
         kept.push(c);
-        i += 1;
     }
-    // NFKC, except that marks on an ASCII base go: decomposed, a mark on
-    // `g` (or on fullwidth `ｇ`, which decomposes to `g`) is dropped, and
-    // what is left is composed again.
-    let mut ascii_base = false;
-    let unmarked: String = kept
+    kept
+}
+
+/// NFKC, except that marks go where they are accents or noise: decomposed, a
+/// mark on `g` (or on fullwidth `ｇ`, which decomposes to `g`), on a Han
+/// character or a Cyrillic letter is dropped, and what is left is composed
+/// again. Marks that are letters of their script (kana voicing marks,
+/// Devanagari vowel signs, Thai, Arabic) stay.
+#[inline(never)]
+fn unmarked(text: &str) -> String {
+    let mut droppable = false;
+    let stripped: String = text
         .nfkd()
         .filter(|&c| {
             if is_combining_mark(c) {
-                return !ascii_base;
+                return !droppable;
             }
-            ascii_base = c.is_ascii();
+            droppable = matches!(c, '\0'..='\u{024F}' | '\u{0370}'..='\u{04FF}' | '\u{1E00}'..='\u{1FFF}' | '\u{3000}'..='\u{303F}' | '\u{3400}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}' | '\u{FF00}'..='\u{FFEF}');
             true
         })
         .collect();
-    let mut out = String::with_capacity(unmarked.len() + 16);
+    stripped.nfc().filter(|c| !is_invisible(*c)).collect()
+}
+
+/// A space between ASCII letters or digits and a character of another script.
+#[inline(never)]
+fn spaced(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
     let mut last = ' ';
-    for c in unmarked.nfc().filter(|c| !is_invisible(*c)) {
+    for c in text.chars() {
         let apart = (last.is_ascii_alphanumeric() && !same_word(c)) || (c.is_ascii_alphanumeric() && !same_word(last));
         if apart {
             out.push(' ');
@@ -148,7 +191,7 @@ fn view(text: &str, join: bool) -> Cow<'_, str> {
         out.push(c);
         last = c;
     }
-    Cow::Owned(out)
+    out
 }
 
 /// Whether `text` has a break [`view`] joins (checked on the raw text: the
@@ -162,7 +205,7 @@ fn has_wrap(text: &str) -> bool {
                 return true;
             }
         }
-        run = if token_char(c) { run + 1 } else if is_invisible(c) { run } else { 0 };
+        run = if token_char(c) { run + 1 } else if is_invisible(c) || is_combining_mark(c) { run } else { 0 };
     }
     false
 }

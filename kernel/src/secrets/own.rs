@@ -54,7 +54,7 @@ const OWN: &[Own] = &[
             // "… for the staging db"
             r"(?:[ \t]+(?:for|of|on|to)(?:[ \t]+[^\s:=]{1,30}){1,3})?",
             // ": ", " = ", " is ", " was changed to ", " has been set to "
-            r"(?:[ \t]*(?:=>|:=|==|[=:])|[ \t]+(?:is|was|ist|war)(?:[ \t]+now)?(?:[ \t]+(?:set|changed|reset)[ \t]+to)?[ \t]*:?|[ \t]+has[ \t]+been[ \t]+(?:set|changed|reset)[ \t]+to)",
+            r"(?:[ \t]*(?:=>|:=|==|[=:])|[ \t]+(?:is|was|ist|war|lautet|è|e)(?:[ \t]+now)?(?:[ \t]+(?:set|changed|reset)[ \t]+to)?[ \t]*:?|[ \t]+has[ \t]+been[ \t]+(?:set|changed|reset)[ \t]+to)",
             r#"[ \t]*["'`]?([^\s"'`,;]{6,})"#,
         ),
         keywords: &["pass", "pw"],
@@ -64,7 +64,8 @@ const OWN: &[Own] = &[
         id: "kernel-password-zh",
         kind: "password",
         description: "A password stated in Chinese: `密码是…`, `口令：…`.",
-        pattern: r"(?:密码|密碼|口令)[ \t]*(?:是|为|為|:|=)[ \t]*([\x21-\x7E]{6,})",
+        // `密码是…`, `密码就是…`, `密码改为…`, `wifi密码 …`
+        pattern: r"(?:密码|密碼|口令)(?:[ \t]*(?:就是|是|改为|改為|改成|为|為|:|=)|[ \t])[ \t]*([\x21-\x7E]{6,})",
         keywords: &["密码", "密碼", "口令"],
         check: Some(|c| is_password(c.secret())),
     },
@@ -76,17 +77,20 @@ const OWN: &[Own] = &[
         // (`は`, `는`, `es`, `ist`, `:`), then the value: printable ASCII up
         // to a space, the line's end or the next non-ASCII word.
         pattern: concat!(
-            r"(?:パスワード|暗証番号|비밀번호|암호|пароль|Пароль|ПАРОЛЬ|κωδικός|Κωδικός|סיסמה|סיסמא|كلمة المرور|كلمة السر|पासवर्ड|รหัสผ่าน",
-            // Latin words as the rules read them: without their accents.
-            r"|(?i:contrasena|mot de passe|senha|wachtwoord|hasło|haslo|sifre|parola|mat khau|kata sandi|losenord|adgangskode|passord|salasana|jelszo|heslo))",
+            // Words that mean nothing but a password: `암호` (also "cipher"),
+            // `κωδικός` ("code") and `parola` ("word") are left out.
+            r"(?:パスワード|暗証番号|비밀번호|пароль|Пароль|ПАРОЛЬ|κωδικός πρόσβασης|Κωδικός πρόσβασης|סיסמה|סיסמא|كلمة المرور|كلمة السر|पासवर्ड|รหัสผ่าน",
+            // Latin words as the rules read them (without their accents), as
+            // whole words: `resenha` is a review, not a `senha`.
+            r"|(?i:(?:^|[^a-z])(?:contrasena|mot de passe|senha|wachtwoord|hasło|haslo|sifre|mat khau|kata sandi|losenord|adgangskode|passord|salasana|jelszo|heslo|kennwort)))",
             // The value has a digit or a symbol, so the words between are
             // passed over (`hasło do serwera: …`, `mot de passe actuel est …`).
             r"[^\r\n]{0,32}?[ \t:=]([\x21-\x7E]*[0-9!@#$%^&*+=?~\\|][\x21-\x7E]*)(?:[^\x21-\x7E]|$)",
         ),
         keywords: &[
-            "パスワード", "暗証番号", "비밀번호", "암호", "пароль", "Пароль", "ПАРОЛЬ", "κωδικός", "Κωδικός", "סיסמ", "كلمة", "पासवर्ड", "รหัสผ่าน",
-            "contrasena", "mot de passe", "senha", "wachtwoord", "hasło", "haslo", "sifre", "parola", "mat khau", "kata sandi", "losenord",
-            "adgangskode", "passord", "salasana", "jelszo", "heslo",
+            "パスワード", "暗証番号", "비밀번호", "пароль", "Пароль", "ПАРОЛЬ", "κωδικός", "Κωδικός", "סיסמ", "كلمة", "पासवर्ड", "รหัสผ่าน",
+            "contrasena", "mot de passe", "senha", "wachtwoord", "hasło", "haslo", "sifre", "mat khau", "kata sandi", "losenord",
+            "adgangskode", "passord", "salasana", "jelszo", "heslo", "kennwort",
         ],
         check: Some(|c| c.secret().len() >= 6 && is_password(c.secret()) && !is_link(c.secret())),
     },
@@ -102,7 +106,7 @@ const OWN: &[Own] = &[
         ),
         keywords: &["login", "log-in", "log in", "signin", "sign-in", "sign in", "credential", "creds", "username", "user and password", "user/password", "user & password"],
         // A path is not a password (`the login is at /settings/login2`).
-        check: Some(|c| is_password(c.secret()) && !c.secret().contains(&b'/')),
+        check: Some(|c| is_password(c.secret()) && !c.secret().contains(&b'/') && !is_time(c.secret())),
     },
     Own {
         id: "kernel-otp-seed",
@@ -110,7 +114,7 @@ const OWN: &[Own] = &[
         description: "A TOTP or HOTP seed: base32 next to `2FA`, `TOTP`, `authenticator`, or an `otpauth://` link's secret.",
         pattern: concat!(
             r"(?i)(?:otpauth://[a-z]otp/[^\s?]*\?(?:[^\s#]*&)?secret=([a-z2-7]{16,})",
-            r"|(?:totp|hotp|2fa|mfa|otp|authenticator|two[ -]factor)[^\r\n]{0,40}?(?:secret|seed|key|setup code)[ \t]*(?:is|:|=)?[ \t]*[\x22'`]?",
+            r"|(?:totp|hotp|2fa|mfa|otp|authenticator|two[ -]factor)[^\r\n]{0,40}?(?:secret|seed|key|setup code|code|:)[ \t]*(?:is|:|=)?[ \t]*[\x22'`]?",
             r"((?:[a-z2-7]{4}[ -]?){3,}[a-z2-7]{4,}=*))",
         ),
         keywords: &["otpauth", "totp", "hotp", "2fa", "mfa", "otp", "authenticator", "two-factor", "two factor"],
@@ -197,9 +201,9 @@ const OWN: &[Own] = &[
     Own {
         id: "kernel-api-key",
         kind: "API key",
-        description: "An OpenAI or Anthropic API key, or a Vault token, by its prefix.",
-        pattern: r"\b(?:sk-(?:ant-(?:api|admin)\d\d-|proj-|svcacct-|admin-)?([A-Za-z0-9_-]{20,})|hv[sb]\.([A-Za-z0-9_-]{24,}))",
-        keywords: &["sk-", "hvs.", "hvb."],
+        description: "An OpenAI or Anthropic API key, a Stripe secret or restricted key, or a Vault token, by its prefix, whatever follows it.",
+        pattern: r"\b(?:sk-(?:ant-(?:api|admin)\d\d-|proj-|svcacct-|admin-)?([A-Za-z0-9_-]{20,})|[sr]k_(?:live|test|prod)_([A-Za-z0-9]{16,})|hv[sb]\.([A-Za-z0-9_-]{24,}))",
+        keywords: &["sk-", "sk_live_", "sk_test_", "sk_prod_", "rk_live_", "rk_test_", "rk_prod_", "hvs.", "hvb."],
         check: Some(|c| mixed(c.secret())),
     },
 ];
@@ -240,6 +244,13 @@ fn is_placeholder(s: &[u8]) -> bool {
         || ["your", "example", "placeholder", "redacted", "changeme", "change_me", "dummy", "sample", "xxxx", "****", "..."]
             .iter()
             .any(|w| lower.windows(w.len()).any(|win| win == w.as_bytes()))
+}
+
+/// A time or a date rather than a secret: `10:30:45am`, `2026-06-01`.
+fn is_time(s: &[u8]) -> bool {
+    let lower = s.to_ascii_lowercase();
+    let bare = lower.strip_suffix(b"am").or_else(|| lower.strip_suffix(b"pm")).unwrap_or(&lower);
+    bare.iter().all(|b| b.is_ascii_digit() || matches!(b, b':' | b'.' | b'/' | b'-'))
 }
 
 /// A link rather than a secret: `https://…`, `www.…`.
