@@ -15,8 +15,11 @@
 //! user, origin user and trust at most `user`: text a tool, a web page or a
 //! model wrote never grounds user authority. "Said it" means the claim is one
 //! or more whole sentences of that message (after a lead-in such as
-//! "remember that"), of at least two words, so "deploy on Fridays" is not
-//! grounded by "Do not deploy on Fridays, ever."
+//! "remember that" or "记住"), of at least two words, spelled as the user
+//! spelled them, and neither negated by what bears on it nor taken back
+//! afterwards (see [`grounds`]): "deploy on Fridays" is not grounded by "Do
+//! not deploy on Fridays, ever." nor by "Deploy on Fridays. Just kidding.",
+//! while "I totally agree. It's not always easy." grounds its first sentence.
 
 use crate::contracts::{check_id, AuthorityKind, MemoryRecord, Origin, Trust};
 use crate::error::{ErrorCode, KernelError, Result};
@@ -119,34 +122,109 @@ pub fn check(
             };
             // A negation outside what is grounded refuses it: "Deploy on
             // Fridays? No." and "Don't forget X" must not read as consent.
-            let grounded = match grounding {
-                Grounding::Said(claim) => says(&message.text, claim),
+            let not_said = || "the user's latest message does not say so".to_string();
+            let verdict = match grounding {
+                Grounding::Said(claim) => grounds(&message.text, claim).map_err(|why| format!("{}: {why}", not_said())),
                 Grounding::Refers(record) => {
-                    !negates(&message.text) && refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content)
+                    (!negates(&message.text) && refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content)).then_some(()).ok_or_else(not_said)
                 }
-                Grounding::Forget => !negates(&message.text) && asks_to_forget(&message.text),
-                Grounding::Never => false,
+                Grounding::Forget => (!negates(&message.text) && asks_to_forget(&message.text)).then_some(()).ok_or_else(not_said),
+                Grounding::Never => Err(not_said()),
             };
-            if grounded {
-                Ok(())
-            } else {
-                Err(denied(act, kind, "the user's latest message does not say so"))
-            }
+            verdict.map_err(|why| denied(act, kind, &why))
         }
     }
 }
 
-/// Whether `message` says `claim` in the user's own words: whole sentences,
-/// and nothing negated (see [`check`]).
+/// Whether `message` says `claim` in the user's own words (see [`grounds`]).
 pub fn says(message: &str, claim: &str) -> bool {
-    // A negation the claim itself carries ("never on the primary") is what
-    // the user said; one outside it ("Do not …", "… ? No.") refuses it.
-    negations(message) <= negations(claim) && said(message, claim)
+    grounds(message, claim).is_ok()
+}
+
+/// Whether `message` grounds `claim`, or why not, naming the word or rule.
+///
+/// The claim is one or more consecutive whole sentences of the message (the
+/// first may start with lead-ins such as "remember that" or "记住", the last
+/// end with a trailer such as "now"), of at least two words, spelled as the
+/// user spelled them. A negation vetoes only what it bears on: the claim's
+/// own words are what the user said ("never on the primary"); another
+/// sentence vetoes it when it is a bare negation or an echo right before or
+/// after it ("Do not." / "No." / "Not on Fridays."), an answer starting with
+/// "no" right after it, a negating line that introduces a list the claim is
+/// in ("Don't do any of these:"), or a retraction anywhere after it ("Just
+/// kidding.", "冗談です", "/s").
+pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
+    if let Some(c) = message.chars().find(|c| is_direction_override(*c)) {
+        return Err(format!("the message holds a direction control (U+{:04X}) that reorders what a reader sees", c as u32));
+    }
+    let sentences = sentences(message);
+    let Some(run) = said_at(&sentences, claim) else {
+        return Err("the claim is not whole sentences of the user's latest message".into());
+    };
+    spelled_as_said(message, claim)?;
+    let claimed: Vec<&String> = sentences[run.clone()].iter().flat_map(|s| &s.words).collect();
+    let bare = |s: &Sentence, also: &dyn Fn(&String) -> bool| {
+        s.negation.is_some() && s.words.iter().all(|w| s.negation.as_ref() == Some(w) || is_negation(w) || fillers().contains(w) || also(w))
+    };
+    if let Some(before) = run.start.checked_sub(1).map(|b| &sentences[b]) {
+        // "Do not." or "Never." before it forbids it; "No." or "Not at all."
+        // before it answers something earlier.
+        // "I don't." answers a question; "Don't." forbids.
+        let has = |word: &str| before.words.iter().any(|w| w == word);
+        let subject = before.words.first().is_some_and(|w| ["i", "we", "you", "he", "she", "it", "they", "我", "你", "他", "她"].contains(&w.as_str()));
+        let forbids = !subject && (before.words.iter().any(|w| forbidding().contains(w)) || has("do") && has("not"));
+        if forbids && bare(before, &|w| lead_in_words().contains(w)) {
+            return Err(format!("the sentence before it negates it (`{}`)", before.negation.as_deref().unwrap_or_default()));
+        }
+    }
+    if let Some(intro) = sentences[..run.start].iter().find(|s| s.introduces && s.negation.is_some()) {
+        return Err(format!("it is listed under a negation (`{}`)", intro.negation.as_deref().unwrap_or_default()));
+    }
+    if let Some(retraction) = sentences[run.end..].iter().find_map(|s| s.retraction.as_ref()) {
+        return Err(format!("the user takes it back (`{retraction}`)"));
+    }
+    if sentences[run.start..].iter().any(|s| s.sarcastic) {
+        return Err("the user takes it back (a sarcasm marker)".into());
+    }
+    if let Some(after) = sentences.get(run.end) {
+        if after.answers_no || bare(after, &|w| claimed.contains(&w)) {
+            return Err(format!("the sentence after it negates it (`{}`)", after.negation.as_deref().unwrap_or(&after.words[0])));
+        }
+    }
+    Ok(())
+}
+
+/// Direction overrides, embeddings and isolates: a message holding one may
+/// show a reader other words than it holds. (Marks such as U+200F are left:
+/// right-to-left text needs them.)
+fn is_direction_override(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// What is stored under user authority is what the user wrote: no control
+/// or invisible character the message does not hold, and every word of the claim a word of the message
+/// as typed (NFKC and case aside; no confusable folding, so `Frаnkfurt` with
+/// a Cyrillic `а` is not `Frankfurt`).
+fn spelled_as_said(message: &str, claim: &str) -> std::result::Result<(), String> {
+    let hidden = |c: char| c.is_control() && !matches!(c, '\n' | '\t') || crate::text::is_invisible(c);
+    if let Some(c) = claim.chars().find(|&c| hidden(c) && !message.contains(c)) {
+        return Err(format!("the claim holds U+{:04X}, which the user's words do not show", c as u32));
+    }
+    let typed = |text: &str| -> Vec<String> {
+        let padded = pad_cjk(&crate::text::normalize(text).to_lowercase());
+        padded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
+    };
+    let message = typed(message);
+    match typed(claim).into_iter().find(|w| !message.contains(w)) {
+        Some(word) => Err(format!("the claim spells `{word}` other than the user did")),
+        None => Ok(()),
+    }
 }
 
 /// Words of letters and digits as a reader sees them: folded (NFKC, no
 /// invisible characters), lowercased, and each reduced to its confusable
-/// skeleton (UTS #39), so `nоt` with a Cyrillic `о` is `not`.
+/// skeleton (UTS #39), so `nоt` with a Cyrillic `о` is `not`. (Content fence
+/// keys are made of these words: a change here re-keys every stored fence.)
 pub fn words(text: &str) -> Vec<String> {
     let lowered: String = crate::text::normalize(text)
         .chars()
@@ -156,124 +234,280 @@ pub fn words(text: &str) -> Vec<String> {
     lowered.split_whitespace().map(|w| unicode_security::skeleton(w).flat_map(char::to_lowercase).collect()).collect()
 }
 
-/// Whether the message negates or refuses anything, in any of its words.
-/// Refusing grounding for a message that merely contains "not" somewhere is
-/// the safe mistake: the user can say the fact plainly.
-fn negates(message: &str) -> bool {
-    negations(message) > 0
+/// [`words`], with each Han and kana character a word of its own: Chinese
+/// and Japanese put no spaces between words, so `记住我们在周五部署` is read
+/// as `记 住 我 们 …` and a lead-in or a claim can be found in it.
+fn tokens(text: &str) -> Vec<String> {
+    words(&pad_cjk(text))
 }
 
-/// How many negating words (or CJK negating characters) the text holds.
-fn negations(text: &str) -> usize {
-    const NEGATIONS: &[&str] = &[
-        "not", "no", "never", "nope", "nah", "don", "dont", "doesn", "doesnt", "didn", "didnt", "isn", "isnt", "aren", "arent",
-        "wasn", "wasnt", "weren", "werent", "won", "wont", "wouldn", "wouldnt", "shouldn", "shouldnt", "couldn", "couldnt",
-        "cannot", "cant", "mustn", "mustnt", "t", "nothing", "nobody", "none", "nowhere", "neither", "nor", "without", "stop",
-        "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except",
-    ];
-    const CJK: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
+fn pad_cjk(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_cjk(c) {
+            out.push(' ');
+            out.push(c);
+            out.push(' ');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}' | '\u{20000}'..='\u{3134F}')
+}
+
+/// Whether the message negates or refuses anything, in any of its words:
+/// what keeps "please don't forget X" from reading as a request to forget.
+fn negates(message: &str) -> bool {
+    words(message).iter().any(|w| is_negation(w)) || has_cjk_negation(message)
+}
+
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "nope", "nah", "don", "dont", "doesn", "doesnt", "didn", "didnt", "isn", "isnt", "aren", "arent",
+    "wasn", "wasnt", "weren", "werent", "won", "wont", "wouldn", "wouldnt", "shouldn", "shouldnt", "couldn", "couldnt",
+    "cannot", "cant", "mustn", "mustnt", "t", "nothing", "nobody", "none", "nowhere", "neither", "nor", "without", "stop",
+    "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except",
+];
+const CJK_NEGATIONS: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
+
+fn is_negation(word: &str) -> bool {
     static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
-    let folded = FOLDED.get_or_init(|| NEGATIONS.iter().flat_map(|n| words(n)).collect());
-    words(text).iter().filter(|w| folded.contains(w)).count() + crate::text::normalize(text).chars().filter(|c| CJK.contains(c)).count()
+    FOLDED.get_or_init(|| NEGATIONS.iter().flat_map(|n| words(n)).collect()).iter().any(|n| n == word)
+        || word.chars().next().is_some_and(|c| CJK_NEGATIONS.contains(&c)) && word.chars().count() == 1
+}
+
+fn has_cjk_negation(text: &str) -> bool {
+    crate::text::normalize(text).chars().any(|c| CJK_NEGATIONS.contains(&c))
+}
+
+/// Words that leave a bare negation bare: "Do not.", "Don't do this.",
+/// "Actually, no.", "Not anymore.", "不是。"
+fn fillers() -> &'static [String] {
+    static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
+    FOLDED.get_or_init(|| {
+        [
+            "do", "does", "did", "please", "this", "that", "it", "these", "those", "ever", "again", "and", "but", "so", "i", "we", "you",
+            "say", "said", "to", "actually", "anymore", "really", "at", "all", "either", "s", "is", "was", "true", "right", "correct",
+            "thanks", "oh", "well", "hmm", "是", "的", "了", "对", "要", "吧", "啊",
+        ]
+        .iter()
+        .flat_map(|w| tokens(w))
+        .collect()
+    })
+}
+
+/// Words that forbid what follows them: "Don't.", "Never.", "别。"
+fn forbidding() -> &'static [String] {
+    static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
+    FOLDED.get_or_init(|| {
+        ["don", "dont", "never", "avoid", "stop", "mustn", "mustnt", "別", "别", "勿", "莫", "禁"].iter().flat_map(|w| tokens(w)).collect()
+    })
+}
+
+/// Whether the sentence opens with an answer that contradicts what came
+/// before it: "No, Tuesdays.", "Wrong!", "不。" — the word alone or before
+/// punctuation, so Spanish "No puedo…" (a statement) is not one.
+fn answers_no(raw: &str) -> bool {
+    const ANSWERS: &[&str] = &["no", "nope", "nah", "wrong", "false", "incorrect", "不", "没有", "沒有", "いいえ", "아니"];
+    let lower = crate::text::normalize(raw).trim_start().to_lowercase();
+    ANSWERS.iter().any(|a| lower.strip_prefix(a).is_some_and(|rest| rest.chars().next().is_none_or(|c| !c.is_alphanumeric() && !c.is_whitespace())))
+}
+
+/// Phrases that take back what was just said, in the languages users write
+/// in; each is matched as whole words (Han and kana per character).
+const RETRACTIONS: &[&str] = &[
+    "just kidding", "only kidding", "i'm kidding", "im kidding", "kidding", "jk", "j/k", "just joking", "i'm joking", "joking",
+    "i was joking", "that was a joke", "not really", "scratch that", "never mind", "nevermind", "ignore that", "ignore this",
+    "disregard that", "disregard this", "i take that back", "take that back", "i take it back", "lol no", "yeah right",
+    "sarcasm", "not serious", "april fools",
+    "es broma", "es una broma", "era broma", "era una broma", "solo bromeaba", "bromeaba", "es coña",
+    "je plaisante", "je rigole", "c'est une blague", "c'était une blague", "c'etait une blague",
+    "nur ein scherz", "nur spaß", "nur spass", "war ein scherz", "kleiner scherz",
+    "é brincadeira", "e brincadeira", "brincadeira", "to brincando", "tô brincando", "estou brincando",
+    "sto scherzando", "stavo scherzando", "scherzo", "grapje", "ik maak een grapje", "шучу", "шутка", "я пошутил", "жартую",
+    "şaka", "şaka yapıyorum", "bercanda", "cuma bercanda",
+    "开玩笑", "開玩笑", "说笑", "說笑", "骗你的", "騙你的", "当我没说", "當我沒說", "冗談", "なんちゃって", "うそうそ", "嘘です", "농담", "장난이야",
+];
+
+/// Retractions that are also ordinary words ("I'm not really capable of
+/// it", "a joke about scherzo"): they take something back only as a sentence
+/// of their own ("Not really.", "Kidding!").
+const ALONE: &[&str] = &[
+    "not really", "never mind", "nevermind", "yeah right", "scratch that", "ignore that", "ignore this", "disregard that",
+    "disregard this", "sarcasm", "kidding", "joking", "scherzo", "brincadeira", "broma", "шутка", "說笑", "说笑",
+];
+
+/// A retraction the sentence holds, as written in the list.
+fn retraction_in(raw: &str, sentence: &[String]) -> Option<String> {
+    static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    let folded = FOLDED.get_or_init(|| RETRACTIONS.iter().map(|r| tokens(r)).collect());
+    let hangul = |c: char| ('\u{AC00}'..='\u{D7AF}').contains(&c);
+    for (phrase, words) in RETRACTIONS.iter().zip(folded) {
+        let found = if phrase.chars().any(hangul) {
+            // Korean attaches endings to the word (`농담이야`): its phrases
+            // are found inside words.
+            crate::text::normalize(raw).contains(phrase)
+        } else if ALONE.contains(phrase) {
+            sentence.len() >= words.len()
+                && sentence.windows(words.len()).any(|w| w == &words[..])
+                && sentence.iter().all(|w| words.contains(w) || fillers().contains(w) || ["i", "m", "just", "lol"].contains(&w.as_str()))
+        } else {
+            !words.is_empty() && sentence.windows(words.len()).any(|w| w == &words[..])
+        };
+        if found {
+            return Some(phrase.to_string());
+        }
+    }
+    None
+}
+
+/// Whether the text ends with a sarcasm marker (`/s`) or holds an eye-roll
+/// or upside-down face: what it says is meant the other way.
+fn sarcastic(raw: &str) -> bool {
+    let trimmed = raw.trim_end();
+    trimmed.ends_with("/s") && !trimmed.ends_with("//s") || raw.contains(['🙄', '🙃'])
 }
 
 /// What a user may put before a fact they want remembered: acknowledgements
-/// and phrases that say "store this", in any order.
-const LEAD_INS: &[&[&str]] = &[
-    &["yes"],
-    &["yeah"],
-    &["ok"],
-    &["okay"],
-    &["sure"],
-    &["also"],
-    &["and"],
-    &["so"],
-    &["please"],
-    &["actually"],
-    &["correction"],
-    &["update"],
-    &["note"],
-    &["important"],
-    &["fyi"],
-    &["remember", "that"],
-    &["remember", "this", "instead"],
-    &["remember", "this"],
-    &["remember"],
-    &["instead"],
-    &["note", "that"],
-    &["keep", "in", "mind", "that"],
-    &["for", "the", "record"],
-    &["for", "this", "project"],
-    &["for", "this", "workspace"],
-    &["for", "this", "repo"],
-    &["for", "this", "repository"],
-    &["for", "later"],
-    &["i", "want", "you", "to", "remember", "that"],
-    &["from", "now", "on"],
+/// and phrases that say "store this", in any order, in the languages users
+/// write in (Han and kana read per character).
+const LEAD_INS: &[&str] = &[
+    "yes", "yeah", "ok", "okay", "sure", "also", "and", "so", "please", "actually", "correction", "update", "note", "important",
+    "fyi", "remember that", "remember this instead", "remember this", "remember", "instead", "note that", "keep in mind that",
+    "for the record", "for this project", "for this workspace", "for this repo", "for this repository", "for later",
+    "i want you to remember that", "from now on", "don't forget that", "don't forget", "do not forget that", "do not forget",
+    "never forget that",
+    // Chinese, Japanese, Korean
+    "请记住", "請記住", "记住", "記住", "记得", "記得", "记一下", "記一下", "备注", "備註", "注意", "另外", "更正", "纠正", "以后",
+    "覚えておいて", "覚えて", "メモ", "訂正", "기억해 줘", "기억해줘", "기억해", "참고로", "정정",
+    // European languages
+    "recuerda que", "recuerda", "recordá que", "ten en cuenta que", "para que conste", "corrección",
+    "souviens-toi que", "souviens toi que", "rappelle-toi que", "retiens que", "retiens", "note que", "correction",
+    "merk dir", "merke dir", "denk daran, dass", "denk daran dass", "denk daran", "korrektur",
+    "lembre-se de que", "lembre-se que", "lembre que", "lembre", "lembra que", "correção",
+    "ricorda che", "ricorda", "tieni presente che", "correzione", "onthoud dat", "onthoud", "запомни, что", "запомни что", "запомни",
+    "unutma", "ingat bahwa", "ingat",
 ];
 
-/// The message's sentences, as word lists. "Remember for this project: X"
-/// reads as "X": a clause before a colon made only of lead-ins introduces
-/// what follows it.
-fn sentences(text: &str) -> Vec<Vec<String>> {
-    text.split(|c: char| matches!(c, '.' | '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；'))
-        .map(|sentence| {
-            if let Some((before, after)) = sentence.split_once([':', '：']) {
-                let intro = words(before);
+/// A sentence of the message as grounding reads it.
+struct Sentence {
+    words: Vec<String>,
+    /// The first negating word it holds, if any.
+    negation: Option<String>,
+    /// It ends with a colon: it introduces what follows.
+    introduces: bool,
+    retraction: Option<String>,
+    sarcastic: bool,
+    /// It opens with "No," or the like (see [`answers_no`]).
+    answers_no: bool,
+}
+
+/// Whether a `.` at byte `at` of `text` ends a sentence: not inside a number
+/// or a name (`3.5`, `example.com`), nor after an abbreviation or an initial
+/// (`e.g.`, `etc.`, `Dr.`, `J. Smith`).
+fn ends_sentence(text: &str, at: usize) -> bool {
+    const ABBREVIATIONS: &[&str] = &["eg", "ie", "etc", "vs", "cf", "approx", "incl", "esp", "viz", "mr", "mrs", "ms", "dr", "st", "prof", "nr", "zb", "dh", "bzw", "usw", "pex"];
+    if text[at + 1..].chars().next().is_some_and(char::is_alphanumeric) {
+        return false;
+    }
+    // The word before the dot, from the last space.
+    let word = text[..at].rsplit(char::is_whitespace).next().unwrap_or_default().trim_start_matches(|c: char| !c.is_alphanumeric());
+    let initial = word.chars().count() == 1 && word.chars().all(char::is_uppercase);
+    let bare: String = word.chars().filter(|c| *c != '.').flat_map(char::to_lowercase).collect();
+    !initial && !ABBREVIATIONS.contains(&bare.as_str())
+}
+
+/// The message's sentences. "Remember for this project: X" reads as "X": a
+/// clause before a colon made only of lead-ins introduces what follows it.
+fn sentences(text: &str) -> Vec<Sentence> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    for (at, c) in text.char_indices() {
+        let end = match c {
+            '.' => ends_sentence(text, at),
+            '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' => true,
+            _ => false,
+        };
+        if end {
+            pieces.push(&text[start..at]);
+            start = at + c.len_utf8();
+        }
+    }
+    pieces.push(&text[start..]);
+    pieces
+        .into_iter()
+        .filter_map(|raw| {
+            let mut words = tokens(raw);
+            if let Some((before, after)) = raw.split_once([':', '：']) {
+                let intro = tokens(before);
                 if !intro.is_empty() && only_lead_ins(&intro) {
-                    return words(after);
+                    words = tokens(after);
                 }
             }
-            words(sentence)
+            if words.is_empty() {
+                return None;
+            }
+            let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| {
+                // Korean negates inside a word (`않아요`, `못 해`).
+                crate::text::normalize(raw).chars().find(|c| matches!(c, '않' | '못' | '안')).map(String::from)
+            });
+            let retraction = retraction_in(raw, &words);
+            Some(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw) })
         })
-        .filter(|w| !w.is_empty())
         .collect()
 }
 
 /// Whether the words are lead-ins and nothing else ("remember for this project").
-fn only_lead_ins(mut intro: &[String]) -> bool {
-    let leads = lead_ins();
-    'strip: while !intro.is_empty() {
-        for lead in leads {
-            if intro.len() >= lead.len() && intro[..lead.len()] == lead[..] {
-                intro = &intro[lead.len()..];
-                continue 'strip;
-            }
-        }
-        return false;
-    }
-    true
+fn only_lead_ins(intro: &[String]) -> bool {
+    strip_lead_in_all(intro).is_empty()
 }
 
-fn strip_lead_in(mut sentence: &[String]) -> &[String] {
+/// The words after every lead-in at their start.
+fn strip_lead_in_all(mut sentence: &[String]) -> &[String] {
     let leads = lead_ins();
-    'strip: loop {
+    'strip: while !sentence.is_empty() {
         for lead in leads {
-            if sentence.len() > lead.len() && sentence[..lead.len()] == lead[..] {
+            if !lead.is_empty() && sentence.len() >= lead.len() && sentence[..lead.len()] == lead[..] {
                 sentence = &sentence[lead.len()..];
                 continue 'strip;
             }
         }
-        return sentence;
+        break;
     }
+    sentence
 }
 
-/// Phrases as [`words`] spells them, so they compare with what it read.
+fn strip_lead_in(sentence: &[String]) -> &[String] {
+    let rest = strip_lead_in_all(sentence);
+    // A lead-in is never the whole of what was said.
+    if rest.is_empty() { sentence } else { rest }
+}
+
+/// Phrases as [`tokens`] spells them, so they compare with what it read.
 fn lead_ins() -> &'static [Vec<String>] {
     static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
-    FOLDED.get_or_init(|| folded(LEAD_INS))
+    FOLDED.get_or_init(|| {
+        let mut phrases: Vec<Vec<String>> = LEAD_INS.iter().map(|p| tokens(p)).collect();
+        // Longest first, so "remember that" is stripped whole, not as "remember".
+        phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        phrases
+    })
 }
 
-fn folded(phrases: &[&[&str]]) -> Vec<Vec<String>> {
-    phrases.iter().map(|p| p.iter().flat_map(|w| words(w)).collect()).collect()
+fn lead_in_words() -> &'static [String] {
+    static WORDS: OnceLock<Vec<String>> = OnceLock::new();
+    WORDS.get_or_init(|| lead_ins().iter().flatten().cloned().collect())
 }
 
 /// What a user may put after a fact without changing it.
-const TRAILERS: &[&[&str]] = &[&["now"], &["please"], &["thanks"], &["thank", "you"], &["too"], &["as", "well"], &["from", "now", "on"], &["going", "forward"]];
+const TRAILERS: &[&str] = &["now", "please", "thanks", "thank you", "too", "as well", "from now on", "going forward", "谢谢", "謝謝", "ありがとう"];
 
 fn strip_trailer(sentence: &[String]) -> &[String] {
     static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
-    for trail in FOLDED.get_or_init(|| folded(TRAILERS)) {
+    for trail in FOLDED.get_or_init(|| TRAILERS.iter().map(|t| tokens(t)).collect()) {
         if sentence.len() > trail.len() && sentence[sentence.len() - trail.len()..] == trail[..] {
             return &sentence[..sentence.len() - trail.len()];
         }
@@ -281,19 +515,21 @@ fn strip_trailer(sentence: &[String]) -> &[String] {
     sentence
 }
 
-/// The claim is one or more consecutive whole sentences of the message (the
-/// first may start with lead-ins, the last end with a trailer such as
-/// "now"), and at least two words.
-fn said(message: &str, claim: &str) -> bool {
-    let claim = words(claim);
-    if claim.len() < 2 {
-        return false;
+/// Where the claim is one or more consecutive whole sentences of the message
+/// (the first may start with lead-ins, the last end with a trailer), and at
+/// least two words: the range of those sentences.
+fn said_at(sentences: &[Sentence], claim: &str) -> Option<std::ops::Range<usize>> {
+    let claim = tokens(claim);
+    // Two Han or kana characters are one word (`周五`), and a lead-in alone
+    // (`记住`, "remember that") says nothing.
+    let cjk = claim.iter().all(|w| w.chars().all(is_cjk));
+    if claim.len() < if cjk { 3 } else { 2 } || strip_lead_in_all(&claim).is_empty() {
+        return None;
     }
-    let sentences = sentences(message);
     for start in 0..sentences.len() {
         let mut run: Vec<String> = Vec::new();
-        for sentence in &sentences[start..] {
-            run.extend(sentence.iter().cloned());
+        for (end, sentence) in sentences.iter().enumerate().skip(start) {
+            run.extend(sentence.words.iter().cloned());
             // Lead-ins stack, but only so far: a longer run cannot match.
             if run.len() > claim.len() + 16 {
                 break;
@@ -302,12 +538,17 @@ fn said(message: &str, claim: &str) -> bool {
             let trail = run.len() - strip_trailer(&run).len();
             for (front, back) in [(0, 0), (lead, 0), (0, trail), (lead, trail)] {
                 if front + back < run.len() && run[front..run.len() - back] == claim[..] {
-                    return true;
+                    return Some(start..end + 1);
                 }
             }
         }
     }
-    false
+    None
+}
+
+#[cfg(test)]
+fn said(message: &str, claim: &str) -> bool {
+    said_at(&sentences(message), claim).is_some()
 }
 
 /// The message names the memory: its id, its key, or most of its words.
@@ -376,7 +617,8 @@ mod tests {
         assert!(says(correction, "releases of ledger-service go out on Thursdays at 15:00"));
         let own = "Remember: our exports run on the reporting replica, never on the primary.";
         assert!(says(own, "our exports run on the reporting replica, never on the primary"), "the negation is the user's own claim");
-        assert!(!says("Do not deploy on Fridays. Never deploy on Mondays.", "Never deploy on Mondays"), "another sentence negates");
+        assert!(says("Do not deploy on Fridays. Never deploy on Mondays.", "Never deploy on Mondays"), "the other sentence negates something else");
+        assert!(!says("Deploy on Mondays. Never.", "Deploy on Mondays"), "a bare negation after it");
         assert!(!said("Fri\u{200b}days!", "Fri\u{200b}days"), "one word, however it is spelled");
     }
 
