@@ -25,6 +25,7 @@ use crate::contracts::{check_id, AuthorityKind, MemoryRecord, Origin, Trust};
 use crate::error::{ErrorCode, KernelError, Result};
 use serde_json::json;
 use std::sync::OnceLock;
+use unicode_normalization::UnicodeNormalization;
 
 /// What a transition does, for the table above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,20 +165,19 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
     spelled_as_said(message, claim)?;
     let claimed: Vec<&String> = sentences[run.clone()].iter().flat_map(|s| &s.words).collect();
     let bare = |s: &Sentence, also: &dyn Fn(&String) -> bool| {
-        s.negation.is_some() && s.words.iter().all(|w| s.negation.as_ref() == Some(w) || is_negation(w) || fillers().contains(w) || also(w))
+        s.negation.is_some()
+            && s.words.iter().all(|w| s.negation.as_ref() == Some(w) || is_negation(w) || cjk_negation(w).is_some() || fillers().contains(w) || also(w))
     };
-    if let Some(before) = run.start.checked_sub(1).map(|b| &sentences[b]) {
+    // Interjections ("Hmm...", "Seriously.") stand between nothing.
+    let said = |s: &&Sentence| !s.words.iter().all(|w| interjections().contains(w));
+    if let Some(before) = sentences[..run.start].iter().rev().find(said) {
         // "Do not." or "Never." before it forbids it; "No." or "Not at all."
         // before it answers something earlier.
-        // "I don't." answers a question; "Don't." forbids.
-        let has = |word: &str| before.words.iter().any(|w| w == word);
-        let subject = before.words.first().is_some_and(|w| ["i", "we", "you", "he", "she", "it", "they", "我", "你", "他", "她"].contains(&w.as_str()));
-        let forbids = !subject && (before.words.iter().any(|w| forbidding().contains(w)) || has("do") && has("not"));
-        if forbids && bare(before, &|w| lead_in_words().contains(w)) {
+        if forbids(before) && bare(before, &|w| lead_in_words().contains(w)) {
             return Err(format!("the sentence before it negates it (`{}`)", before.negation.as_deref().unwrap_or_default()));
         }
     }
-    if let Some(intro) = sentences[..run.start].iter().find(|s| s.introduces && s.negation.is_some()) {
+    if let Some(intro) = sentences[..run.start].iter().find(|s| s.introduces && forbids(s)) {
         return Err(format!("it is listed under a negation (`{}`)", intro.negation.as_deref().unwrap_or_default()));
     }
     if let Some(retraction) = sentences[run.end..].iter().find_map(|s| s.retraction.as_ref()) {
@@ -186,7 +186,7 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
     if sentences[run.start..].iter().any(|s| s.sarcastic) {
         return Err("the user takes it back (a sarcasm marker)".into());
     }
-    if let Some(after) = sentences.get(run.end) {
+    if let Some(after) = sentences[run.end..].iter().find(said) {
         if after.answers_no || bare(after, &|w| claimed.contains(&w)) {
             return Err(format!("the sentence after it negates it (`{}`)", after.negation.as_deref().unwrap_or(&after.words[0])));
         }
@@ -201,24 +201,41 @@ fn is_direction_override(c: char) -> bool {
     matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
-/// What is stored under user authority is what the user wrote: no control
-/// or invisible character the message does not hold, and every word of the claim a word of the message
-/// as typed (NFKC and case aside; no confusable folding, so `Frаnkfurt` with
-/// a Cyrillic `а` is not `Frankfurt`).
+/// What is stored under user authority is what the user wrote: the claim,
+/// in NFC and lower case with soft punctuation (quotes, commas, stops,
+/// dashes) and runs of spaces read as one space, is a stretch of the
+/// message read the same way. No compatibility folding: `𝐅rankfurt`,
+/// `Ｆrankfurt` and `10²` are not `Frankfurt` and `102`; symbols count, so
+/// `> 100` is not `< 100`; an invisible or control character must be where
+/// the user typed it.
 fn spelled_as_said(message: &str, claim: &str) -> std::result::Result<(), String> {
-    let hidden = |c: char| c.is_control() && !matches!(c, '\n' | '\t') || crate::text::is_invisible(c);
-    if let Some(c) = claim.chars().find(|&c| hidden(c) && !message.contains(c)) {
-        return Err(format!("the claim holds U+{:04X}, which the user's words do not show", c as u32));
+    fn typed(text: &str) -> String {
+        const SOFT: &str = "'\"\u{2018}\u{2019}\u{201C}\u{201D}\u{00AB}\u{00BB},.;:!?()[]\u{2014}\u{2013}\u{2026}\u{3001}\u{3002}\u{FF0C}\u{FF01}\u{FF1F}\u{FF1A}\u{FF1B}";
+        let mut out = String::with_capacity(text.len());
+        for c in text.nfc().flat_map(char::to_lowercase) {
+            let blank = c.is_whitespace() || SOFT.contains(c);
+            if !blank {
+                out.push(c);
+            } else if !out.ends_with(' ') {
+                out.push(' ');
+            }
+        }
+        out.trim().to_string()
     }
-    let typed = |text: &str| -> Vec<String> {
-        let padded = pad_cjk(&crate::text::normalize(text).to_lowercase());
-        padded.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_string).collect()
-    };
-    let message = typed(message);
-    match typed(claim).into_iter().find(|w| !message.contains(w)) {
-        Some(word) => Err(format!("the claim spells `{word}` other than the user did")),
-        None => Ok(()),
+    let (message, claim) = (typed(message), typed(claim));
+    if message.contains(&claim) {
+        return Ok(());
     }
+    let odd = claim.chars().find(|&c| c.is_control() || crate::text::is_invisible(c) || !message.contains(c));
+    Err(match odd {
+        Some(c) if !c.is_alphanumeric() || c.is_control() || crate::text::is_invisible(c) => {
+            format!("the claim holds `{}` (U+{:04X}) where the user's words do not", c.escape_default(), c as u32)
+        }
+        _ => {
+            let word = claim.split(' ').find(|w| !message.split(' ').any(|m| m == *w)).unwrap_or(&claim);
+            format!("the claim spells `{word}` other than the user did")
+        }
+    })
 }
 
 /// Words of letters and digits as a reader sees them: folded (NFKC, no
@@ -238,7 +255,9 @@ pub fn words(text: &str) -> Vec<String> {
 /// and Japanese put no spaces between words, so `记住我们在周五部署` is read
 /// as `记 住 我 们 …` and a lead-in or a claim can be found in it.
 fn tokens(text: &str) -> Vec<String> {
-    words(&pad_cjk(text))
+    // "don't" is one word, `dont`, so a name (`Don`) is not a negation.
+    let joined = text.replace(['\u{2019}', '\u{2018}', '\u{02BC}'], "'").replace("n't", "nt").replace("N'T", "NT").replace("N't", "Nt");
+    words(&pad_cjk(&joined))
 }
 
 fn pad_cjk(text: &str) -> String {
@@ -262,7 +281,7 @@ fn is_cjk(c: char) -> bool {
 /// Whether the message negates or refuses anything, in any of its words:
 /// what keeps "please don't forget X" from reading as a request to forget.
 fn negates(message: &str) -> bool {
-    words(message).iter().any(|w| is_negation(w)) || has_cjk_negation(message)
+    tokens(message).iter().any(|w| is_negation(w)) || cjk_negation(message).is_some()
 }
 
 const NEGATIONS: &[&str] = &[
@@ -271,17 +290,25 @@ const NEGATIONS: &[&str] = &[
     "cannot", "cant", "mustn", "mustnt", "t", "nothing", "nobody", "none", "nowhere", "neither", "nor", "without", "stop",
     "avoid", "forbidden", "prohibited", "refuse", "wrong", "false", "incorrect", "except",
 ];
-const CJK_NEGATIONS: &[char] = &['不', '别', '別', '没', '沒', '勿', '莫', '未', '无', '無', '非', '否', '禁', '않', '안', '못'];
 
+/// A negating word of a grounding sentence ([`tokens`] joins contractions,
+/// so the stems `don`, `won` and `t` are names and letters there). CJK
+/// negations are found in the text itself (see [`cjk_negation`]): the
+/// confusable skeleton reads `末` as `未`.
 fn is_negation(word: &str) -> bool {
     static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
-    FOLDED.get_or_init(|| NEGATIONS.iter().flat_map(|n| words(n)).collect()).iter().any(|n| n == word)
-        || word.chars().next().is_some_and(|c| CJK_NEGATIONS.contains(&c)) && word.chars().count() == 1
+    FOLDED.get_or_init(|| NEGATIONS.iter().filter(|n| !matches!(**n, "don" | "won" | "t")).flat_map(|n| words(n)).collect()).iter().any(|n| n == word)
 }
 
-fn has_cjk_negation(text: &str) -> bool {
-    crate::text::normalize(text).chars().any(|c| CJK_NEGATIONS.contains(&c))
+/// The first CJK negation in the text as typed: `不`, `别`, `没`, … and the
+/// Korean `않`/`못` (which sit inside words). Characters that mostly begin
+/// other words (`非常` "very", `未来` "future", `莫斯科`, `无论`, `안녕`) are
+/// left out.
+fn cjk_negation(raw: &str) -> Option<String> {
+    const STRICT: &[char] = &['不', '别', '別', '没', '沒', '勿', '禁', '않', '못'];
+    crate::text::normalize(raw).chars().find(|c| STRICT.contains(c)).map(String::from)
 }
+
 
 /// Words that leave a bare negation bare: "Do not.", "Don't do this.",
 /// "Actually, no.", "Not anymore.", "不是。"
@@ -299,11 +326,25 @@ fn fillers() -> &'static [String] {
     })
 }
 
+/// Whether a sentence forbids what follows it: "Don't.", "Do not.",
+/// "Never.", "Avoid these:", "别。" — but "I don't." answers a question.
+fn forbids(s: &Sentence) -> bool {
+    let has = |word: &str| s.words.iter().any(|w| w == word);
+    let subject = s.words.first().is_some_and(|w| ["i", "we", "you", "he", "she", "it", "they", "我", "你", "他", "她"].contains(&w.as_str()));
+    !subject && (s.words.iter().any(|w| forbidding().contains(w)) || has("do") && has("not"))
+}
+
+/// Words that say nothing by themselves: "Hmm.", "Well...", "Seriously."
+fn interjections() -> &'static [String] {
+    static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
+    FOLDED.get_or_init(|| ["hmm", "hm", "well", "oh", "uh", "um", "ah", "haha", "lol", "seriously", "really", "ok", "okay", "嗯", "哈哈"].iter().flat_map(|w| tokens(w)).collect())
+}
+
 /// Words that forbid what follows them: "Don't.", "Never.", "别。"
 fn forbidding() -> &'static [String] {
     static FOLDED: OnceLock<Vec<String>> = OnceLock::new();
     FOLDED.get_or_init(|| {
-        ["don", "dont", "never", "avoid", "stop", "mustn", "mustnt", "別", "别", "勿", "莫", "禁"].iter().flat_map(|w| tokens(w)).collect()
+        ["dont", "never", "avoid", "stop", "mustnt", "別", "别", "勿", "禁", "verboten", "interdit", "prohibido", "nunca", "jamais", "niemals"].iter().flat_map(|w| tokens(w)).collect()
     })
 }
 
@@ -311,7 +352,11 @@ fn forbidding() -> &'static [String] {
 /// before it: "No, Tuesdays.", "Wrong!", "不。" — the word alone or before
 /// punctuation, so Spanish "No puedo…" (a statement) is not one.
 fn answers_no(raw: &str) -> bool {
-    const ANSWERS: &[&str] = &["no", "nope", "nah", "wrong", "false", "incorrect", "不", "没有", "沒有", "いいえ", "아니"];
+    const ANSWERS: &[&str] = &[
+        "no way", "absolutely not", "of course not", "certainly not", "not a chance", "not at all", "no", "nope", "nah", "wrong",
+        "false", "incorrect", "nein", "non", "nee", "não", "nao", "нет", "не", "不是", "不对", "不", "没有", "沒有", "いいえ", "いや", "아니요",
+        "아뇨", "아니",
+    ];
     let lower = crate::text::normalize(raw).trim_start().to_lowercase();
     ANSWERS.iter().any(|a| lower.strip_prefix(a).is_some_and(|rest| rest.chars().next().is_none_or(|c| !c.is_alphanumeric() && !c.is_whitespace())))
 }
@@ -322,7 +367,7 @@ const RETRACTIONS: &[&str] = &[
     "just kidding", "only kidding", "i'm kidding", "im kidding", "kidding", "jk", "j/k", "just joking", "i'm joking", "joking",
     "i was joking", "that was a joke", "not really", "scratch that", "never mind", "nevermind", "ignore that", "ignore this",
     "disregard that", "disregard this", "i take that back", "take that back", "i take it back", "lol no", "yeah right",
-    "sarcasm", "not serious", "april fools",
+    "sarcasm", "not serious", "april fools", "kiddin", "mentira", "算了", "嘘", "嘘だよ", "장난이에요", "장난",
     "es broma", "es una broma", "era broma", "era una broma", "solo bromeaba", "bromeaba", "es coña",
     "je plaisante", "je rigole", "c'est une blague", "c'était une blague", "c'etait une blague",
     "nur ein scherz", "nur spaß", "nur spass", "war ein scherz", "kleiner scherz",
@@ -337,7 +382,8 @@ const RETRACTIONS: &[&str] = &[
 /// of their own ("Not really.", "Kidding!").
 const ALONE: &[&str] = &[
     "not really", "never mind", "nevermind", "yeah right", "scratch that", "ignore that", "ignore this", "disregard that",
-    "disregard this", "sarcasm", "kidding", "joking", "scherzo", "brincadeira", "broma", "шутка", "說笑", "说笑",
+    "disregard this", "sarcasm", "kidding", "kiddin", "joking", "jk", "not serious", "scherzo", "brincadeira", "broma", "mentira",
+    "шутка", "說笑", "说笑", "开玩笑", "開玩笑", "冗談", "算了", "嘘",
 ];
 
 /// A retraction the sentence holds, as written in the list.
@@ -347,13 +393,17 @@ fn retraction_in(raw: &str, sentence: &[String]) -> Option<String> {
     let hangul = |c: char| ('\u{AC00}'..='\u{D7AF}').contains(&c);
     for (phrase, words) in RETRACTIONS.iter().zip(folded) {
         let found = if phrase.chars().any(hangul) {
-            // Korean attaches endings to the word (`농담이야`): its phrases
-            // are found inside words.
-            crate::text::normalize(raw).contains(phrase)
+            // Korean attaches endings to the word (`농담이야`): the sentence
+            // opens with the phrase.
+            crate::text::normalize(raw).trim_start().starts_with(phrase)
         } else if ALONE.contains(phrase) {
+            static AROUND: OnceLock<Vec<String>> = OnceLock::new();
+            let around = AROUND.get_or_init(|| {
+                ["i", "im", "m", "just", "lol", "haha", "only", "我", "是", "的", "了", "で", "す", "だ", "よ", "ね"].iter().flat_map(|w| tokens(w)).collect()
+            });
             sentence.len() >= words.len()
                 && sentence.windows(words.len()).any(|w| w == &words[..])
-                && sentence.iter().all(|w| words.contains(w) || fillers().contains(w) || ["i", "m", "just", "lol"].contains(&w.as_str()))
+                && sentence.iter().all(|w| words.contains(w) || fillers().contains(w) || around.contains(w))
         } else {
             !words.is_empty() && sentence.windows(words.len()).any(|w| w == &words[..])
         };
@@ -367,7 +417,8 @@ fn retraction_in(raw: &str, sentence: &[String]) -> Option<String> {
 /// Whether the text ends with a sarcasm marker (`/s`) or holds an eye-roll
 /// or upside-down face: what it says is meant the other way.
 fn sarcastic(raw: &str) -> bool {
-    let trimmed = raw.trim_end();
+    let folded = crate::text::normalize(raw).to_lowercase();
+    let trimmed = folded.trim_end().trim_end_matches([')', ']', '*']);
     trimmed.ends_with("/s") && !trimmed.ends_with("//s") || raw.contains(['🙄', '🙃'])
 }
 
@@ -428,7 +479,7 @@ fn sentences(text: &str) -> Vec<Sentence> {
     for (at, c) in text.char_indices() {
         let end = match c {
             '.' => ends_sentence(text, at),
-            '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' => true,
+            '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' | '…' | '．' | '｡' => true,
             _ => false,
         };
         if end {
@@ -450,10 +501,7 @@ fn sentences(text: &str) -> Vec<Sentence> {
             if words.is_empty() {
                 return None;
             }
-            let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| {
-                // Korean negates inside a word (`않아요`, `못 해`).
-                crate::text::normalize(raw).chars().find(|c| matches!(c, '않' | '못' | '안')).map(String::from)
-            });
+            let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| cjk_negation(raw));
             let retraction = retraction_in(raw, &words);
             Some(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw) })
         })

@@ -241,3 +241,53 @@ fn through_the_kernel_a_refusal_names_its_reason_and_changes_nothing() {
     let stored = propose_as_user(&mut store, "我们在周五部署").unwrap();
     assert_eq!(stored["receipts"][0]["memory"]["state"], "active", "{stored}");
 }
+
+#[test]
+fn what_a_review_found_bears_on_the_claim() {
+    // Hostile: each refuses its claim.
+    for (message, claim) in [
+        ("Deploy on Fridays? No way.", "Deploy on Fridays"),
+        ("Deploy on Fridays? Absolutely not.", "Deploy on Fridays"),
+        ("Deploy on Fridays? Hmm... no.", "Deploy on Fridays"),
+        ("Wir deployen freitags? Nein.", "Wir deployen freitags"),
+        ("Nous déployons le vendredi ? Non.", "Nous déployons le vendredi"),
+        ("Мы выкатываем по пятницам? Нет.", "Мы выкатываем по пятницам"),
+        ("우리는 금요일에 배포해요? 아니요.", "우리는 금요일에 배포해요"),
+        ("金曜日にデプロイします？いや、火曜日。", "金曜日にデプロイします"),
+        ("Deploy on Fridays. Haha, kidding.", "Deploy on Fridays"),
+        ("Deploy on Fridays. Just kiddin'.", "Deploy on Fridays"),
+        ("Desplegamos los viernes. Mentira.", "Desplegamos los viernes"),
+        ("我们在周五部署。算了。", "我们在周五部署"),
+        ("金曜日にデプロイします。嘘だよ。", "金曜日にデプロイします"),
+        ("우리는 금요일에 배포해요. 장난이에요.", "우리는 금요일에 배포해요"),
+        ("Deploy on Fridays. ／s", "Deploy on Fridays"),
+        ("Deploy on Fridays /S", "Deploy on Fridays"),
+        ("Deploy on Fridays (/s)", "Deploy on Fridays"),
+        ("Don't. Seriously. Deploy on Fridays.", "Deploy on Fridays"),
+        ("Verboten:\n- deploy on Fridays", "deploy on Fridays"),
+        ("Keep the batch size < 100.", "Keep the batch size > 100"),
+        ("Remember that the cluster runs in Frankfurt.", "the cluster runs in 𝐅rankfurt"),
+        ("Remember that the limit is 102.", "the limit is 10²"),
+        ("Remember 👨\u{200d}💻: we deploy on Fridays.", "we deploy on Fri\u{200d}days"),
+    ] {
+        assert!(grounds(message, claim).is_err(), "{message:?} grounded {claim:?}");
+    }
+    // Honest: each grounds its claim.
+    for (message, claim) in [
+        ("Thanks, Don. We deploy on Fridays.", "We deploy on Fridays"),
+        ("The cluster runs in Frankfurt. Thanks, Don!", "The cluster runs in Frankfurt"),
+        ("Our team is in Berlin. We won!", "Our team is in Berlin"),
+        ("周末计划：\n我们去爬山。", "我们去爬山"),
+        ("非常重要：\n我们在周五部署。", "我们在周五部署"),
+        ("안녕하세요, 제 정보예요:\n저는 서울에 살아요.", "저는 서울에 살아요"),
+        ("Not sure about the rest, but here's what I know:\n- We deploy on Fridays", "We deploy on Fridays"),
+        ("The outage was long. The outage was not serious.", "The outage was long"),
+        ("他很喜欢开玩笑。我们在周五部署。", "他很喜欢开玩笑"),
+        ("We deploy on Fridays. Ask JK.", "We deploy on Fridays"),
+        ("I moved to Lisbon… Loving it!", "I moved to Lisbon"),
+        ("Keep the batch size < 100.", "Keep the batch size < 100"),
+        ("Remember 👨\u{200d}💻: we deploy on Fridays.", "we deploy on Fridays"),
+    ] {
+        assert_eq!(grounds(message, claim), Ok(()), "{message:?}");
+    }
+}
