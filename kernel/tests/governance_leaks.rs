@@ -435,3 +435,21 @@ fn escaped_arguments_and_provider_errors_are_screened() {
     let seen = format!("{answer:?}{:?}", store.entries);
     assert!(!seen.contains("Qx7rT2mWz9"), "the token was echoed or stored");
 }
+
+#[test]
+fn a_scope_stored_before_ids_were_screened_can_still_be_forgotten() {
+    // Stored as a scope id no request may name any more: a deletion and a
+    // purge may still name it, so what it holds can be forgotten.
+    let mut store = user_session();
+    let scope_id = format!("web-{TOKEN}");
+    let admin = json!({"kind": "management", "actor": "admin"});
+    let receipt = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "alice",
+        "authority": admin, "selector": {"memoryIds": ["mem-0"]}, "scope": "project", "scopeId": scope_id, "fence": 1}))
+    .unwrap();
+    assert!(receipt.get("status").is_some(), "{receipt}");
+    call(&mut store, Command::PurgeMemory, &json!({"schemaVersion": 1, "now": NOW, "authority": admin, "dryRun": true, "scope": "project", "scopeId": scope_id}))
+        .unwrap();
+    // Everything else still refuses it.
+    refused(&mut store, Command::RecallMemory, &json!({"schemaVersion": 1, "now": NOW, "query": "deploy", "sink": "model:test",
+        "scopes": [{"scope": "project", "scopeId": scope_id}]}), "scopeId");
+}

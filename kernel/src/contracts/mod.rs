@@ -53,10 +53,25 @@ pub fn check_version_of(what: &str, version: u64) -> Result<()> {
 }
 
 /// Checks a short identifier: non-empty, at most `MAX_ID_BYTES`, no control
-/// characters, something visible, no direction controls, and no secret. Identifiers are stored, echoed back (recall
-/// names a scope id, an audit record its actor) and compared verbatim, so
-/// none may carry a credential: that is refused rather than narrowed.
+/// characters, something visible, no direction controls, and no secret.
+/// Identifiers are stored, echoed back (recall names a scope id, an audit
+/// record its actor) and compared verbatim, so none may carry a credential:
+/// that is refused rather than narrowed.
 pub fn check_id(what: &str, id: &str) -> Result<()> {
+    check_id_shape(what, id)?;
+    if let Some(kind) = crate::secrets::kind(id) {
+        return Err(KernelError::invalid(format!(
+            "{what} looks like it holds a {kind}; identifiers are stored and echoed back, so they may not carry credentials"
+        ))
+        .with_detail(serde_json::json!({"field": what, "secret": kind})));
+    }
+    Ok(())
+}
+
+/// [`check_id`] without the secret test: what a deletion or a purge names,
+/// so that records stored before identifiers were screened can still be
+/// forgotten.
+pub fn check_id_shape(what: &str, id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_ID_BYTES || id.chars().any(char::is_control) {
         return Err(KernelError::invalid(format!(
             "{what} must be 1..={MAX_ID_BYTES} bytes without control characters"
@@ -69,12 +84,6 @@ pub fn check_id(what: &str, id: &str) -> Result<()> {
     // Direction controls make an id read as another (`admin\u{202E}nimda`).
     if id.chars().any(|c| matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')) {
         return Err(KernelError::invalid(format!("{what} holds a bidirectional control character")).with_detail(serde_json::json!({"field": what})));
-    }
-    if let Some(kind) = crate::secrets::kind(id) {
-        return Err(KernelError::invalid(format!(
-            "{what} looks like it holds a {kind}; identifiers are stored and echoed back, so they may not carry credentials"
-        ))
-        .with_detail(serde_json::json!({"field": what, "secret": kind})));
     }
     Ok(())
 }

@@ -42,6 +42,16 @@ pub enum Scope {
 /// its `scopeId` (`project` alone would name every project at once), and
 /// `global` has none. `what` is the scope field's name, e.g. `scopes[2].scope`.
 pub fn check_scope(what: &str, scope: Scope, scope_id: Option<&str>) -> Result<()> {
+    scope_named(what, scope, scope_id, check_id)
+}
+
+/// [`check_scope`] for a deletion or a purge: the scope id's shape only, so
+/// a scope stored before identifiers were screened can still be forgotten.
+pub fn check_scope_to_forget(what: &str, scope: Scope, scope_id: Option<&str>) -> Result<()> {
+    scope_named(what, scope, scope_id, super::check_id_shape)
+}
+
+fn scope_named(what: &str, scope: Scope, scope_id: Option<&str>, check_id: fn(&str, &str) -> Result<()>) -> Result<()> {
     let id_field = match what.strip_suffix("scope") {
         Some(prefix) => format!("{prefix}scopeId"),
         None => format!("{what}Id"),

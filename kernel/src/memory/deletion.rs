@@ -7,7 +7,7 @@
 use crate::authority::{self, Act, Grounding};
 use crate::canonical::{self, Timestamp};
 use crate::contracts::{
-    check_id, check_scope, check_version, AuthorityKind, MemoryRecord, MemoryState, Origin, ReplicaOutcome, Scope, SourceKind,
+    check_id, check_scope_to_forget, check_version, AuthorityKind, MemoryRecord, MemoryState, Origin, ReplicaOutcome, Scope, SourceKind,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::events;
@@ -123,7 +123,7 @@ fn select(db: &mut Db, scope: Scope, scope_id: &Option<String>, selector: &Selec
 
 pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
     check_version("request", request.schema_version)?;
-    check_scope("scope", request.scope, request.scope_id.as_deref())?;
+    check_scope_to_forget("scope", request.scope, request.scope_id.as_deref())?;
     check_id("requestId", &request.request_id)?;
     check_id("subject", &request.subject)?;
     request.replicas.iter().try_for_each(|r| check_id("replicas[]", r))?;
@@ -207,7 +207,7 @@ pub fn settle_deletion(db: &mut Db, deletion_id: &str, outcomes: &[ReplicaOutcom
 
 pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     check_version("request", request.schema_version)?;
-    check_scope("scope", request.scope, request.scope_id.as_deref())?;
+    check_scope_to_forget("scope", request.scope, request.scope_id.as_deref())?;
     authorize(db, Act::Purge, &request.authority, Origin::User, &[], Grounding::Never)?;
     let tombs: Vec<(String, Tombstone)> = db.scan("mem/tomb/", "", MAX_SELECTED)?;
     let mut targets: Vec<String> = tombs
