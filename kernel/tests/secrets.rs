@@ -121,7 +121,7 @@ fn normalization_removes_invisible_characters_and_folds_compatibility_forms() {
 
 #[test]
 fn conversation_text_holds_no_secret() {
-    // chatterbot-corpus 1.3.3 (BSD-3): every distinct line of its 28 languages.
+    // chatterbot-corpus 1.3.3 (BSD-3): 13 998 distinct lines in 28 languages.
     let lines: Vec<(String, String)> = include_str!("data/conversations/chatterbot-corpus.jsonl")
         .lines()
         .map(|l| {

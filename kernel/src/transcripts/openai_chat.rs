@@ -187,30 +187,15 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
 
 /// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    let tools = match top.get("tools") {
-        None | Some(Value::Null) => return,
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return r.fail("$.tools", "wrong-type", "tools must be an array"),
-    };
-    for (k, tool) in tools.iter().enumerate() {
-        let at = format!("tools[{k}]");
-        let Some(t) = r.object(tool, &at) else { continue };
-        if t.get("type").and_then(Value::as_str) != Some("function") {
-            if !strict {
-                r.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
-            }
-            continue; // a custom or hosted tool: not the kernel's to check
-        }
-        r.only(t, &at, &["type", "function"]);
-        let Some(function) = r.field(t, &at, "function") else { continue };
+    r.function_tools(top, strict, |r, at, t| {
+        r.only(t, at, &["type", "function"]);
+        let function = r.field(t, at, "function")?;
         let at = format!("{at}.function");
-        let Some(f) = r.object(function, &at) else { continue };
+        let f = r.object(function, &at)?;
         r.only(f, &at, &["name", "description", "parameters", "strict"]);
         let (name, description) = (r.string(f, &at, "name"), r.optional_string(f, &at, "description"));
-        if let Some(tool) = r.tool(&at, name, description, f.get("parameters").filter(|p| !p.is_null())) {
-            r.tools.push(tool);
-        }
-    }
+        r.tool(&at, name, description, f.get("parameters").filter(|p| !p.is_null()))
+    });
 }
 
 /// Writes turns as a Chat Completions request body.

@@ -65,26 +65,11 @@ pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
 
 /// The `tools` of a request: function tools (`{"type": "function", "name", …}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    let tools = match top.get("tools") {
-        None | Some(Value::Null) => return,
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return r.fail("$.tools", "wrong-type", "tools must be an array"),
-    };
-    for (k, tool) in tools.iter().enumerate() {
-        let at = format!("tools[{k}]");
-        let Some(t) = r.object(tool, &at) else { continue };
-        if t.get("type").and_then(Value::as_str) != Some("function") {
-            if !strict {
-                r.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
-            }
-            continue; // a hosted tool: not the kernel's to check
-        }
-        r.only(t, &at, &["type", "name", "description", "parameters", "strict"]);
-        let (name, description) = (r.string(t, &at, "name"), r.optional_string(t, &at, "description"));
-        if let Some(tool) = r.tool(&at, name, description, t.get("parameters").filter(|p| !p.is_null())) {
-            r.tools.push(tool);
-        }
-    }
+    r.function_tools(top, strict, |r, at, t| {
+        r.only(t, at, &["type", "name", "description", "parameters", "strict"]);
+        let (name, description) = (r.string(t, at, "name"), r.optional_string(t, at, "description"));
+        r.tool(at, name, description, t.get("parameters").filter(|p| !p.is_null()))
+    });
 }
 
 /// The assistant turn being read: reasoning waiting for the item it

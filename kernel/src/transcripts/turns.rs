@@ -266,6 +266,37 @@ impl Reading {
         Some(CacheControl { ttl })
     }
 
+    /// The function tools of a request's `tools` (both OpenAI formats): each
+    /// `{"type": "function", …}` entry is handed to `read` with its path, and
+    /// the definition it returns is kept. Other tool types (custom, hosted)
+    /// are the provider's to check; an import, which keeps only functions,
+    /// refuses them.
+    pub fn function_tools(
+        &mut self,
+        top: &Map<String, Value>,
+        strict: bool,
+        read: impl Fn(&mut Reading, &str, &Map<String, Value>) -> Option<ToolDefinition>,
+    ) {
+        let tools = match top.get("tools") {
+            None | Some(Value::Null) => return,
+            Some(Value::Array(tools)) => tools,
+            Some(_) => return self.fail("$.tools", "wrong-type", "tools must be an array"),
+        };
+        for (k, tool) in tools.iter().enumerate() {
+            let at = format!("tools[{k}]");
+            let Some(t) = self.object(tool, &at) else { continue };
+            if t.get("type").and_then(Value::as_str) != Some("function") {
+                if !strict {
+                    self.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
+                }
+                continue;
+            }
+            if let Some(tool) = read(self, &at, t) {
+                self.tools.push(tool);
+            }
+        }
+    }
+
     /// A tool definition's common checks: its name and an object schema.
     pub fn tool(&mut self, at: &str, name: Option<String>, description: Option<String>, schema: Option<&Value>) -> Option<ToolDefinition> {
         let name = name?;
