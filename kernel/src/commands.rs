@@ -53,10 +53,11 @@ pub enum Command {
     ImportMessages,
     RenderContext,
     ValidateRequest,
+    VerifyStore,
 }
 
 impl Command {
-    pub const ALL: [Command; 21] = [
+    pub const ALL: [Command; 22] = [
         Command::Info,
         Command::PlanContext,
         Command::AppendEvents,
@@ -78,6 +79,7 @@ impl Command {
         Command::ImportMessages,
         Command::RenderContext,
         Command::ValidateRequest,
+        Command::VerifyStore,
     ];
 
     pub fn name(self) -> &'static str {
@@ -103,6 +105,7 @@ impl Command {
             Command::ImportMessages => "import-messages",
             Command::RenderContext => "render-context",
             Command::ValidateRequest => "validate-request",
+            Command::VerifyStore => "verify-store",
         }
     }
 
@@ -197,6 +200,7 @@ impl Kernel {
             Command::ImportMessages => kernel.import(db, request),
             Command::RenderContext => kernel.render(db, request),
             Command::ValidateRequest => step(db, request, |_, r| transcripts::validate(r)),
+            Command::VerifyStore => step(db, request, memory::verify),
             Command::PutContent | Command::GetContent => Err(KernelError::invalid(format!(
                 "`{}` carries bytes; call it through its own entry point",
                 command.name()
@@ -416,6 +420,10 @@ fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
         Err(error) if error.inner().to_string().starts_with("recursion limit exceeded") => {
             return Err(KernelError::invalid("the request nests deeper than the decoder's limit of 128 levels"))
         }
+        Err(error) if error.inner().to_string().starts_with("number out of range") => {
+            return Err(wire::past_f32_at(request, offset(request, error.inner()))
+                .unwrap_or_else(|| KernelError::invalid(format!("at `{}`: a number past the range of its field", error.path()))));
+        }
         Err(error) if error.inner().is_syntax() || error.inner().is_eof() => {
             return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())))
         }
@@ -431,6 +439,12 @@ fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
     }
     let path = error.path().to_string();
     Err(KernelError::invalid(format!("at `{path}`: {message}")).with_detail(json!({"path": path})))
+}
+
+/// The byte offset of a decoder's error position (its line and column).
+fn offset(request: &str, error: &serde_json::Error) -> usize {
+    let line_start = request.split_inclusive('\n').take(error.line().saturating_sub(1)).map(str::len).sum::<usize>();
+    line_start + error.column()
 }
 
 /// serde's message without " at line L column C": where a value sits in the

@@ -165,6 +165,10 @@ impl Guest for Component {
     fn validate_request(request: String) -> Result<String, KernelError> {
         run(Command::ValidateRequest, request)
     }
+
+    fn verify_store(request: String) -> Result<String, KernelError> {
+        run(Command::VerifyStore, request)
+    }
 }
 
 export!(Component);

@@ -2,11 +2,16 @@
 //!
 //! Every integer on the wire lies within ±(2^53−1), so a JavaScript host
 //! reads every number the kernel writes exactly, and a request a JavaScript
-//! host can write is never refused elsewhere. A number outside that range
-//! whose value is integral is refused, naming where it is. An integral value
-//! is accepted whatever its spelling: `1.0`, `1e0` and `10e-1` read as `1`,
-//! and `-0` as `0` (so the sign of zero never reaches canonical bytes). The
-//! decision is made on the decimal text, exactly, never through a float.
+//! host can write is never refused elsewhere. An integral value is accepted
+//! whatever its spelling: `1.0`, `1e0` and `10e-1` read as `1`, and `-0` as
+//! `0` (so the sign of zero never reaches canonical bytes). A whole number
+//! past that range is refused, naming where it is, except in a float field
+//! ([`FLOAT_PATHS`]: an embedding may hold `f32::MAX`, which JavaScript
+//! writes with 39 digits); so is a number past a 64-bit float's range,
+//! anywhere. Provider payloads inside a request are refused rather than
+//! changed. The decisions are made on the decimal text, exactly, never
+//! through a float, and a refusal spells the number one way, whatever the
+//! host wrote.
 
 use crate::error::{KernelError, Result};
 use serde_json::json;
@@ -15,23 +20,33 @@ use std::borrow::Cow;
 /// The largest integer magnitude on the wire: 2^53 − 1.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
+/// Where requests hold floats, array indices written `[]`
+/// (`kernel/tests/schemas.rs` holds this list to the schemas): there, a
+/// whole number past 2^53 is a float's value. A provider payload holds none,
+/// whatever its keys are named.
+pub const FLOAT_PATHS: [&str; 4] = ["candidates[].confidence", "candidates[].embedding[]", "candidates[].importance", "queryEmbedding[]"];
+
 /// The request with its numbers held to the contract: borrowed when every
 /// number is already spelled as it will be read.
 pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
     let mut rewritten: Option<String> = None;
     let mut copied = 0;
+    let mut paths: Option<Paths> = None;
     let mut numbers = Numbers { bytes: text.as_bytes(), at: 0 };
     while let Some((start, end)) = numbers.next() {
-        match read(&text[start..end]) {
-            Number::Kept => {}
-            Number::Integer(value) => {
-                let out = rewritten.get_or_insert_with(|| String::with_capacity(text.len()));
-                out.push_str(&text[copied..start]);
-                out.push_str(&value);
-                copied = end;
-            }
-            Number::OutOfRange => return Err(out_of_range(text, start, end)),
-        }
+        let spelled = match read(&text[start..end]) {
+            Number::Kept => continue,
+            Number::Integer(value) => value,
+            Number::Beyond => match beyond(paths.get_or_insert_with(|| Paths::new(text)), start, end) {
+                Some(refusal) => return Err(refusal),
+                None => continue,
+            },
+            Number::Infinite => return Err(infinite(paths.get_or_insert_with(|| Paths::new(text)), start)),
+        };
+        let out = rewritten.get_or_insert_with(|| String::with_capacity(text.len()));
+        out.push_str(&text[copied..start]);
+        out.push_str(&spelled);
+        copied = end;
     }
     Ok(match rewritten {
         None => Cow::Borrowed(text),
@@ -42,17 +57,86 @@ pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
     })
 }
 
-/// The refusal of the number at `start..end`, naming where it is. Out of
-/// line: the scan that calls it runs over every byte of a request, and the
-/// JVM host compiles it only while it stays under HotSpot's size limit.
+/// The refusal of a whole number past ±(2^53−1) at `start..end`, unless it
+/// is the value of a float field. Out of line: the scan that calls it runs
+/// over every byte of a request, and the JVM host compiles it only while it
+/// stays under HotSpot's size limit.
 #[inline(never)]
-fn out_of_range(text: &str, start: usize, end: usize) -> KernelError {
-    let path = path_at(text, start);
-    KernelError::invalid(format!(
-        "at `{path}`: {} is a whole number outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every whole number on the wire",
-        &text[start..end]
-    ))
-    .with_detail(json!({"path": path}))
+fn beyond(paths: &mut Paths, start: usize, end: usize) -> Option<KernelError> {
+    let (path, _) = paths.at(start);
+    let mut shape = String::with_capacity(path.len());
+    let mut index = false;
+    for c in path.chars() {
+        match c {
+            '[' => index = true,
+            ']' => index = false,
+            _ if index => continue,
+            _ => {}
+        }
+        shape.push(c);
+    }
+    if FLOAT_PATHS.contains(&shape.as_str()) {
+        return None;
+    }
+    let number = spelled(&paths.text[start..end]);
+    Some(
+        KernelError::invalid(format!(
+            "at `{path}`: {number} is a whole number outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every whole number on the wire"
+        ))
+        .with_detail(json!({"path": path})),
+    )
+}
+
+/// The refusal of the number at `start`, past a 64-bit float's range. Out
+/// of line, like [`beyond`].
+#[inline(never)]
+fn infinite(paths: &mut Paths, start: usize) -> KernelError {
+    let (path, _) = paths.at(start);
+    KernelError::invalid(format!("at `{path}`: a number past the range of a 64-bit float (±1.7976931348623157e+308)"))
+        .with_detail(json!({"path": path}))
+}
+
+/// The refusal of a number past a 32-bit float's range that a decoder met
+/// in a 32-bit float field (an embedding), `at` bytes into `text` (a
+/// decoder points just past the value it could not take).
+#[inline(never)]
+pub fn past_f32_at(text: &str, at: usize) -> Option<KernelError> {
+    let (start, end) = Numbers { bytes: text.as_bytes(), at: 0 }.take_while(|(start, _)| *start < at).last()?;
+    if end + 1 < at {
+        return None;
+    }
+    let (path, _) = Paths::new(text).at(start);
+    Some(
+        KernelError::invalid(format!("at `{path}`: {} is past the range of a 32-bit float (±3.4028235e+38)", spelled(&text[start..end])))
+            .with_detail(json!({"path": path})),
+    )
+}
+
+/// A number as a message spells it, whatever spelling a host chose: its
+/// exact decimal value, written as JavaScript writes numbers (`1e+308` for
+/// `1.0E308` and `10e307`, `9007199254740993` as it is, `0.0001`, `1e-7`).
+fn spelled(token: &str) -> String {
+    let (sign, unsigned) = token.strip_prefix('-').map_or(("", token), |rest| ("-", rest));
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let shift: i64 = exponent.trim_start_matches('+').parse().unwrap_or(if exponent.starts_with('-') { -100_000 } else { 100_000 });
+    let digits = format!("{whole}{fraction}");
+    let Some(first) = digits.find(|c: char| c != '0') else { return "0".into() };
+    let significant = digits[first..].trim_end_matches('0');
+    // The value is 0.<significant> × 10^n; k digits.
+    let n = whole.len() as i64 - first as i64 + shift.clamp(-100_000, 100_000);
+    let k = significant.len() as i64;
+    let body = if k <= n && n <= 21 {
+        format!("{significant}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        format!("{}.{}", &significant[..n as usize], &significant[n as usize..])
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{significant}", "0".repeat(-n as usize))
+    } else {
+        let rest = if k > 1 { format!(".{}", &significant[1..]) } else { String::new() };
+        format!("{}{rest}e{}{}", &significant[..1], if n > 0 { "+" } else { "-" }, (n - 1).abs())
+    };
+    format!("{sign}{body}")
 }
 
 /// The number tokens outside strings, as byte ranges. Malformed text is
@@ -105,7 +189,10 @@ enum Number {
     Kept,
     /// Integral: read as this integer.
     Integer(String),
-    OutOfRange,
+    /// Integral, past ±(2^53−1): only a float field takes it.
+    Beyond,
+    /// Past a 64-bit float's range.
+    Infinite,
 }
 
 /// Decides one number token exactly, from its decimal digits.
@@ -135,7 +222,7 @@ fn read(token: &str) -> Number {
             Ok(value) if value <= MAX_SAFE_INTEGER => {
                 if negative && value == 0 { Number::Integer("0".into()) } else { Number::Kept }
             }
-            _ => Number::OutOfRange,
+            _ => past_integers(token),
         };
     }
     let fraction = fraction.unwrap_or("");
@@ -159,12 +246,17 @@ fn read(token: &str) -> Number {
     let point = whole.len() as i64 + shift;
     let integral = digits.iter().enumerate().all(|(i, &d)| (i as i64) < point || d == b'0');
     if !integral {
-        return Number::Kept;
+        // Only a fraction's exponent can carry it past a float's range.
+        return if exponent.is_some() && point - first as i64 > 300 && !matches!(past_integers(token), Number::Beyond) {
+            Number::Infinite
+        } else {
+            Number::Kept
+        };
     }
     // The integer's significant digits, then the zeros the exponent adds.
     let width = point - first as i64;
     if width > 16 {
-        return Number::OutOfRange;
+        return past_integers(token);
     }
     let mut value: u64 = 0;
     for i in first as i64..point {
@@ -172,7 +264,7 @@ fn read(token: &str) -> Number {
         value = value * 10 + digit;
     }
     if value > MAX_SAFE_INTEGER {
-        return Number::OutOfRange;
+        return Number::Beyond;
     }
     let sign = if negative { "-" } else { "" };
     let spelled = format!("{sign}{value}");
@@ -183,59 +275,81 @@ fn read(token: &str) -> Number {
     }
 }
 
-/// The path (as the decoder names paths: `items[3].tokenEstimate`) of the
-/// value that starts at byte `target`. Only called to explain a refusal.
-fn path_at(text: &str, target: usize) -> String {
-    enum Frame {
-        Object(Option<String>),
-        Array(usize),
+/// A number past the integer range: a float, unless past a float's range.
+/// Out of line, like [`infinite`].
+#[inline(never)]
+fn past_integers(token: &str) -> Number {
+    match token.parse::<f64>() {
+        Ok(value) if value.is_finite() => Number::Beyond,
+        _ => Number::Infinite,
     }
-    let bytes = text.as_bytes();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut at = 0;
-    while at < target.min(bytes.len()) {
-        match bytes[at] {
-            b'"' => {
-                let end = string_end(bytes, at + 1);
-                // A string in key position names the member that follows.
-                let rest = text[end..].trim_start();
-                if let (Some(Frame::Object(key)), true) = (stack.last_mut(), rest.starts_with(':')) {
-                    *key = Some(serde_json::from_str(&text[at..end]).unwrap_or_else(|_| text[at + 1..end.saturating_sub(1)].to_string()));
+}
+
+enum Frame {
+    Object(Option<String>),
+    Array(usize),
+}
+
+/// Paths of values in request text (as the decoder names paths:
+/// `items[3].tokenEstimate`), read forward once however many are asked for,
+/// in order. Only built to explain a refusal or to find a float field.
+struct Paths<'a> {
+    text: &'a str,
+    at: usize,
+    stack: Vec<Frame>,
+}
+
+impl<'a> Paths<'a> {
+    fn new(text: &'a str) -> Self {
+        Paths { text, at: 0, stack: Vec::new() }
+    }
+
+    /// The path of the value that starts at byte `target` (at or past the
+    /// last one asked for), and the name of the member it is in.
+    fn at(&mut self, target: usize) -> (String, Option<String>) {
+        let (text, bytes) = (self.text, self.text.as_bytes());
+        while self.at < target.min(bytes.len()) {
+            match bytes[self.at] {
+                b'"' => {
+                    let end = string_end(bytes, self.at + 1);
+                    // A string in key position names the member that follows.
+                    let rest = text[end..].trim_start();
+                    if let (Some(Frame::Object(key)), true) = (self.stack.last_mut(), rest.starts_with(':')) {
+                        *key = Some(serde_json::from_str(&text[self.at..end]).unwrap_or_else(|_| text[self.at + 1..end.saturating_sub(1)].to_string()));
+                    }
+                    self.at = end;
+                    continue;
                 }
-                at = end;
-                continue;
-            }
-            b'{' => stack.push(Frame::Object(None)),
-            b'[' => stack.push(Frame::Array(0)),
-            b'}' | b']' => {
-                stack.pop();
-            }
-            b',' => {
-                if let Some(Frame::Array(n)) = stack.last_mut() {
-                    *n += 1;
+                b'{' => self.stack.push(Frame::Object(None)),
+                b'[' => self.stack.push(Frame::Array(0)),
+                b'}' | b']' => {
+                    self.stack.pop();
                 }
+                b',' => {
+                    if let Some(Frame::Array(n)) = self.stack.last_mut() {
+                        *n += 1;
+                    }
+                }
+                _ => {}
             }
-            _ => {}
+            self.at += 1;
         }
-        at += 1;
-    }
-    let mut path = String::new();
-    for frame in &stack {
-        match frame {
-            Frame::Object(Some(key)) => {
-                if !path.is_empty() {
-                    path.push('.');
+        let mut path = String::new();
+        let mut member = None;
+        for frame in &self.stack {
+            match frame {
+                Frame::Object(Some(key)) => {
+                    if !path.is_empty() {
+                        path.push('.');
+                    }
+                    path.push_str(key);
+                    member = Some(key.clone());
                 }
-                path.push_str(key);
+                Frame::Object(None) => {}
+                Frame::Array(n) => path.push_str(&format!("[{n}]")),
             }
-            Frame::Object(None) => {}
-            Frame::Array(n) => path.push_str(&format!("[{n}]")),
         }
-    }
-    if path.is_empty() {
-        ".".into()
-    } else {
-        path
+        (if path.is_empty() { ".".into() } else { path }, member)
     }
 }
 
@@ -265,21 +379,66 @@ mod tests {
     }
 
     #[test]
-    fn integers_past_the_safe_range_are_refused_by_path() {
-        for (text, path) in [
-            (r#"{"window":9007199254740992}"#, "window"),
-            (r#"{"items":[{"a":1},{"tokenEstimate":18446744073709551615}]}"#, "items[1].tokenEstimate"),
-            (r#"{"fence":-9007199254740992}"#, "fence"),
-            (r#"{"k":{"x":[0,1,1e16]}}"#, "k.x[2]"),
-            (r#"{"a":1e308}"#, "a"),
-            (r#"{"a":9.007199254740992e15}"#, "a"),
-            (r#"[1,2,90071992547409930]"#, "[2]"),
+    fn whole_numbers_past_the_safe_range_are_refused_by_path_outside_float_fields() {
+        for (text, path, spelled) in [
+            (r#"{"window":9007199254740992}"#, "window", "9007199254740992"),
+            (r#"{"items":[{"a":1},{"tokenEstimate":18446744073709551615}]}"#, "items[1].tokenEstimate", "18446744073709551615"),
+            (r#"{"fence":-9007199254740993}"#, "fence", "-9007199254740993"),
+            (r#"{"k":{"x":[0,1,1e16]}}"#, "k.x[2]", "10000000000000000"),
+            ("{\n \"a\": 1e+308}", "a", "1e+308"),
+            (r#"{"a":1.0E308}"#, "a", "1e+308"),
+            (r#"{"a":10e307}"#, "a", "1e+308"),
+            (r#"{"a":9.007199254740993e15}"#, "a", "9007199254740993"),
+            (r#"{"a":123456789012345678901234}"#, "a", "1.23456789012345678901234e+23"),
+            (r#"{"transcript":{"input":{"id":12345678901234567890}}}"#, "transcript.input.id", "12345678901234567890"),
+            (r#"{"confidence":{"n":1e20}}"#, "confidence.n", "100000000000000000000"),
+            (r#"{"confidence":1e20}"#, "confidence", "100000000000000000000"),
+            (r#"{"transcript":{"input":{"confidence":12345678901234567890,"embedding":[1e30]}}}"#, "transcript.input.confidence", "12345678901234567890"),
+            (r#"{"body":{"messages":[{"candidates":[{"importance":1e17}]}]}}"#, "body.messages[0].candidates[0].importance", "100000000000000000"),
         ] {
             let error = numbers(text).unwrap_err();
             assert_eq!(error.code, crate::error::ErrorCode::InvalidRequest, "{text}");
             assert_eq!(error.detail["path"], path, "{text}: {}", error.message);
+            assert!(error.message.contains(&format!(" {spelled} is a whole number outside")), "{text}: {}", error.message);
         }
+        // Float fields take them as written.
+        let floats = r#"{"candidates":[{"embedding":[340282346638528860000000000000000000000,1e20],"confidence":1e300,"importance":2e53}],"queryEmbedding":[9007199254740993]}"#;
+        assert!(matches!(numbers(floats).unwrap(), Cow::Borrowed(_)));
         assert!(numbers(r#"{"a":9007199254740991,"b":-9007199254740991,"c":9.007199254740991e15}"#).is_ok());
+    }
+
+    #[test]
+    fn a_number_is_spelled_one_way() {
+        for (spellings, want) in [
+            (&["1e308", "1E+308", "1.0e308", "10e307", "0.1e309"][..], "1e+308"),
+            (&["123", "1.23e2", "12300e-2"], "123"),
+            (&["0.5", "5e-1", "0.50"], "0.5"),
+            (&["0.000001", "1e-6"], "0.000001"),
+            (&["1e-7", "0.0000001"], "1e-7"),
+            (&["-2.5e21", "-25e20"], "-2.5e+21"),
+            (&["1e21"], "1e+21"),
+            (&["100000000000000000000", "1e20"], "100000000000000000000"),
+            (&["0", "-0", "0e5", "0.000"], "0"),
+        ] {
+            for spelling in spellings {
+                assert_eq!(spelled(spelling), want, "{spelling}");
+            }
+        }
+    }
+
+    #[test]
+    fn numbers_past_a_float_are_refused_by_path() {
+        let long = format!("{{\"weight\":{}}}", "9".repeat(400));
+        for (text, path) in [
+            (r#"{"weight":1e400}"#, "weight"),
+            (r#"{"embedding":[0.5,-1.5e999]}"#, "embedding[1]"),
+            (r#"{"a":1e99999999999999999999}"#, "a"),
+            (long.as_str(), "weight"),
+        ] {
+            let error = numbers(text).unwrap_err();
+            assert_eq!(error.detail["path"], path, "{text}: {}", error.message);
+            assert!(error.message.contains("past the range of a 64-bit float"), "{}", error.message);
+        }
     }
 
     #[test]

@@ -450,6 +450,52 @@ fn f21_numbers_mean_the_same_whatever_their_spelling() {
 }
 
 #[test]
+fn f21_a_float_field_takes_any_finite_value_and_an_integer_field_names_the_one_it_refuses() {
+    // As JavaScript writes them: f32::MAX with 39 digits, 1e20 with 21.
+    let mut store = user_session(&["a fact worth keeping here"]);
+    let embedding = "[340282346638528860000000000000000000000,-3.4028234663852886e38,100000000000000000000,0.5]";
+    let propose = format!(r#"{{"schemaVersion":1,"now":"{NOW}","authority":{{"kind":"management","actor":"ops"}},"candidates":[{{"scope":"project","scopeId":"p","category":"fact","content":"a fact worth keeping here","confidence":0.7,"embedding":{embedding},"importance":0.5,"provenance":{{"origin":"user"}},"evidenceRefs":[{{"kind":"session","id":"s","seq":1}}]}}]}}"#);
+    let receipt: Value = serde_json::from_str(&Kernel::default().call(&mut store, Command::ProposeMemory, &propose).unwrap()).unwrap();
+    assert_eq!(receipt["receipts"][0]["memory"]["state"], "active", "{receipt}");
+    let recall = format!(r#"{{"schemaVersion":1,"now":"{NOW}","query":"fact","queryEmbedding":{embedding},"scopes":[{{"scope":"project","scopeId":"p"}}],"sink":"model:test"}}"#);
+    let recalled: Value = serde_json::from_str(&Kernel::default().call(&mut store, Command::RecallMemory, &recall).unwrap()).unwrap();
+    assert_eq!(recalled["memories"][0]["matchedBy"], json!(["lexical", "vector"]), "{recalled}");
+    // An integer field: refused by path, the number spelled one way however
+    // a host wrote it.
+    for (spelling, spelled) in [
+        ("9007199254740992", "9007199254740992"),
+        ("9.007199254740992e15", "9007199254740992"),
+        ("18446744073709551615", "18446744073709551615"),
+        ("1.8446744073709552E19", "18446744073709552000"),
+        ("18446744073709552000.0", "18446744073709552000"),
+        ("1e+308", "1e+308"),
+        ("1.0E308", "1e+308"),
+    ] {
+        let before = store.entries.clone();
+        let text = format!(r#"{{"afterSeq":{spelling},"schemaVersion":1,"sessionId":"s"}}"#);
+        let err = Kernel::default().call(&mut store, Command::ReadEvents, &text).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "{spelling}");
+        assert_eq!(err.detail["path"], "afterSeq", "{spelling}: {}", err.message);
+        assert!(err.message.contains(&format!("{spelled} is a whole number outside")), "{spelling}: {}", err.message);
+        assert_eq!(store.entries, before);
+    }
+    // Past a 32-bit float: refused by path, the number spelled one way.
+    for (spelling, path) in [("4e38", "candidates[0].embedding[3]"), ("-340282356779733661637539395458142568448", "candidates[0].embedding[3]")] {
+        let err = Kernel::default().call(&mut store, Command::ProposeMemory, &propose.replace("0.5]", &format!("{spelling}]"))).unwrap_err();
+        assert_eq!(err.detail["path"], path, "{}", err.message);
+        assert!(err.message.contains("past the range of a 32-bit float"), "{}", err.message);
+    }
+    let err = Kernel::default().call(&mut store, Command::RecallMemory, &recall.replace("0.5]", "1e39]")).unwrap_err();
+    assert_eq!((err.detail["path"].as_str(), err.message.contains(" 1e+39 ")), (Some("queryEmbedding[3]"), true), "{}", err.message);
+    // Past a float's range: refused by path wherever it is.
+    for text in [propose.replace("\"confidence\":0.7", "\"confidence\":1e400"), propose.replace("0.5]", "-2e999]")] {
+        let err = Kernel::default().call(&mut store, Command::ProposeMemory, &text).unwrap_err();
+        assert!(err.message.contains("past the range of a 64-bit float"), "{}", err.message);
+        assert!(err.detail["path"].as_str().is_some_and(|p| p.starts_with("candidates[0].")), "{}", err.detail);
+    }
+}
+
+#[test]
 fn f22_a_stale_digest_is_named() {
     let mut store = user_session(&["hello"]);
     let mut conv = Conv::new();

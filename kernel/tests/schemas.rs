@@ -15,7 +15,7 @@ use ctxkernel::memory::consolidation::{ConsolidateRequest, ConsolidateResponse};
 use ctxkernel::content::{GetContentRequest, PutContentRequest, PutContentResponse};
 use ctxkernel::events::{ReadKernelEventsRequest, ReadKernelEventsResponse};
 use ctxkernel::contracts::{ContentRef, ContextItem, MemoryRecord, Provenance, RetentionPolicy, Scope, SourceRef};
-use ctxkernel::memory::{DecideRequest, DeleteRequest, DeletionReceipt, MemoryReceipt, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse};
+use ctxkernel::memory::{DecideRequest, DeleteRequest, DeletionReceipt, MemoryReceipt, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse, VerifyReport, VerifyRequest};
 use ctxkernel::planner::{ContextPlan, PlanRequest};
 use ctxkernel::recall::{RecallRequest, RecallResponse, ResidentRequest, ResidentSnapshot};
 use ctxkernel::session::{AppendEventsRequest, AppendEventsResponse, ReadEventsRequest, ReadEventsResponse};
@@ -75,6 +75,8 @@ fn schemas() -> Vec<(&'static str, Schema)> {
         ("render-context.response", schema_for!(RenderResponse)),
         ("validate-request.request", schema_for!(ValidateRequest)),
         ("validate-request.response", schema_for!(ValidateResponse)),
+        ("verify-store.request", schema_for!(VerifyRequest)),
+        ("verify-store.response", schema_for!(VerifyReport)),
     ]
 }
 
@@ -105,6 +107,45 @@ fn checked_in_schemas_match_the_rust_types() {
     let mut files: Vec<String> = std::fs::read_dir(dir()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     files.sort();
     assert_eq!(files.len(), schemas().len(), "stray files in wit/schemas: {files:?}");
+}
+
+/// The wire lets a whole number past 2^53 through only where a request
+/// holds a float: the list of those places must be every number-typed place
+/// of every request schema.
+#[test]
+fn the_float_paths_of_the_number_contract_are_those_of_the_schemas() {
+    fn walk(root: &Value, node: &Value, path: &str, depth: usize, out: &mut std::collections::BTreeSet<String>) {
+        if depth > 12 {
+            return;
+        }
+        if let Some(target) = node.get("$ref").and_then(Value::as_str) {
+            let def = root.pointer(target.trim_start_matches('#')).unwrap_or_else(|| panic!("{target}"));
+            return walk(root, def, path, depth + 1, out);
+        }
+        let number = |t: &Value| t == "number" || t.as_array().is_some_and(|a| a.iter().any(|x| x == "number"));
+        if node.get("type").is_some_and(number) {
+            out.insert(path.to_string());
+        }
+        for branch in ["anyOf", "oneOf", "allOf"] {
+            for option in node.get(branch).and_then(Value::as_array).into_iter().flatten() {
+                walk(root, option, path, depth + 1, out);
+            }
+        }
+        if let Some(items) = node.get("items") {
+            walk(root, items, &format!("{path}[]"), depth + 1, out);
+        }
+        for (name, property) in node.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            let path = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+            walk(root, property, &path, depth + 1, out);
+        }
+    }
+    let mut paths = std::collections::BTreeSet::new();
+    for (name, _) in schemas().into_iter().filter(|(name, _)| name.ends_with(".request")) {
+        let schema = load(name);
+        walk(&schema, &schema, "", 0, &mut paths);
+    }
+    let listed: std::collections::BTreeSet<String> = ctxkernel::wire::FLOAT_PATHS.iter().map(|f| f.to_string()).collect();
+    assert_eq!(paths, listed);
 }
 
 fn validator(name: &str) -> jsonschema::Validator {
@@ -198,6 +239,7 @@ fn memory_messages_conform(store: &mut MemStore, session: &str, now: &str) {
     assert_valid("resident-snapshot.response", &resident);
     let read = checked(Command::ReadMemory, "read-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo"}));
     assert_valid("read-memory.response", &read);
+    assert_valid("verify-store.response", &checked(Command::VerifyStore, "verify-store", json!({"schemaVersion": 1})));
     let deleted = checked(Command::DeleteMemory, "delete-memory", json!({"schemaVersion": 1, "now": now, "requestId": "r1", "subject": "team",
         "scope": "project", "scopeId": "demo", "selector": {"memoryIds": [id]}, "authority": {"kind": "management", "actor": "lead"}, "fence": 1}));
     assert_valid("deletion-receipt", &deleted);

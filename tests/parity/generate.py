@@ -388,6 +388,31 @@ fixture("memory-tombstone-fences-a-replay", "An offline replica replays the dele
          {"command": "purge-memory", "request": {"authority": ADMIN, "confirmation": {"$ref": "12#/confirmation"}, "dryRun": False, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
          read_memory(now=at(8))])
 
+def memory_key(step, prefix):
+    return {"$ref": f"{step}#/receipts/0/memory/memoryId", "format": prefix + "{}"}
+
+
+VERIFY = {"command": "verify-store", "request": {"schemaVersion": 1}}
+fixture("governance-deletion-replay", "A raw replay of an old copy brings a deleted memory's record back above its tombstone, with its scope "
+        "link and index entry: verify-store names each trace, reads see the record, and purge removes every trace.",
+        [append(forget),
+         remember("staging credentials rotate monthly", key="staging.rotation"), decide(1, "activate"), VERIFY,
+         {"action": "snapshot", "key": record_key(1), "as": "record"},
+         {"action": "snapshot", "key": memory_key(1, "mem/scope/project/web/"), "as": "link"},
+         {"action": "snapshot", "key": memory_key(1, "mem/idx/doc/"), "as": "terms"},
+         {"command": "delete-memory", "request": {"authority": ADMIN, "fence": 9, "now": at(3), "requestId": "forget-staging", "schemaVersion": 1,
+                                                  "scope": "project", "scopeId": "web", "selector": {"key": "staging.rotation"}, "subject": "u1"}},
+         VERIFY,
+         {"action": "restore", "key": record_key(1), "from": "record"},
+         {"action": "restore", "key": memory_key(1, "mem/scope/project/web/"), "from": "link"},
+         {"action": "restore", "key": memory_key(1, "mem/idx/doc/"), "from": "terms"},
+         {"action": "replace", "key": record_key(1), "find": '"revision":2,', "with": '"revision":7,'},
+         {"action": "reload", "instance": "a"},
+         VERIFY, read_memory(now=at(4)),
+         {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         {"command": "purge-memory", "request": {"authority": ADMIN, "confirmation": {"$ref": "16#/confirmation"}, "dryRun": False, "now": at(7), "schemaVersion": 1, "scope": "project", "scopeId": "web"}},
+         VERIFY, recall("staging rotation", now=at(8))])
+
 notes = memory_session("notes")
 index_steps = [append(notes)]
 topics = [("the planner keeps tool pairs together", "planner"), ("上下文规划器保留工具调用对", "规划"),

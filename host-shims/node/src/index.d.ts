@@ -40,6 +40,8 @@ import type {
   Usage,
   ValidateRequestRequest,
   ValidateRequestResponse,
+  VerifyStoreRequest,
+  VerifyStoreResponse,
 } from '../types/envelopes.js';
 
 export * from '../types/envelopes.js';
@@ -177,7 +179,8 @@ export type Command =
   | 'resident-snapshot'
   | 'import-messages'
   | 'render-context'
-  | 'validate-request';
+  | 'validate-request'
+  | 'verify-store';
 export const COMMANDS: readonly Command[];
 
 /** What a provider callback answers. */
@@ -221,6 +224,8 @@ export class Kernel {
   /** Plans as `planContext` does and renders the kept context as a request body in `format`. */
   renderContext(request: RenderContextRequest): RenderContextResponse;
   validateRequest(request: ValidateRequestRequest): ValidateRequestResponse;
+  /** Reads every memory entry against its record and names each problem by key; changes nothing. */
+  verifyStore(request?: VerifyStoreRequest): VerifyStoreResponse;
   putContent(request: string | PutContentRequest, bytes: Uint8Array): PutContentResponse;
   getContent(request: string | GetContentRequest): Uint8Array;
   /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */

@@ -30,10 +30,11 @@ export const COMMANDS = [
   'import-messages',
   'render-context',
   'validate-request',
+  'verify-store',
 ];
 
 /** Commands that only read: their transaction takes no write lock. */
-const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot', 'render-context', 'validate-request']);
+const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot', 'render-context', 'validate-request', 'verify-store']);
 
 /** What every host answers when the kernel traps (the trap's own text differs per engine). */
 const TRAPPED = 'the kernel trapped; the call was rolled back';
@@ -137,6 +138,9 @@ export class Kernel {
   }
   validateRequest(request) {
     return this.#json('validate-request', request);
+  }
+  verifyStore(request = { schemaVersion: 1 }) {
+    return this.#json('verify-store', request);
   }
 
   /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */

@@ -76,3 +76,15 @@ test('consolidation drives the provider loop and degrades to the rules', async (
   assert.equal(degraded.status, 'degraded');
   assert.equal(degraded.receipts[0].merged, true, 'the rules found the same memory again');
 });
+
+test('verifyStore names a link left to nothing, and changes nothing', () => {
+  const store = new MemoryStore();
+  const kernel = new Kernel(store);
+  assert.equal(kernel.verifyStore().ok, true);
+  // What a partial restore leaves: a scope link whose record is not there.
+  store.put('mem/scope/project/web/mem-ghost', new TextEncoder().encode('{"memoryId":"mem-ghost"}'), undefined);
+  const report = kernel.verifyStore();
+  assert.deepEqual([report.ok, report.problemCount], [false, 1]);
+  assert.deepEqual(report.problems.map((p) => [p.kind, p.key, p.memoryId]), [['dangling-link', 'mem/scope/project/web/mem-ghost', 'mem-ghost']]);
+  assert.equal(kernel.call('verify-store', '{"schemaVersion":1}'), kernel.call('verify-store', { schemaVersion: 1 }));
+});

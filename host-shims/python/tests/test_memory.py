@@ -90,3 +90,16 @@ def test_consolidation_drives_the_provider_loop_and_degrades_to_the_rules():
     degraded = kernel.consolidate({**request, "provider": {"model": "other", "maxTokens": 300}}, down)
     assert degraded["status"] == "degraded"
     assert degraded["receipts"][0]["merged"] is True
+
+
+def test_verify_store_names_a_link_left_to_nothing_and_changes_nothing():
+    store = MemoryStore()
+    kernel = Kernel(store)
+    assert kernel.verify_store()["ok"] is True
+    # What a partial restore leaves: a scope link whose record is not there.
+    store.put("mem/scope/project/web/mem-ghost", b'{"memoryId":"mem-ghost"}', None)
+    before = dump(store)
+    report = kernel.verify_store()
+    assert (report["ok"], report["problemCount"]) == (False, 1)
+    assert [(p["kind"], p["key"], p["memoryId"]) for p in report["problems"]] == [("dangling-link", "mem/scope/project/web/mem-ghost", "mem-ghost")]
+    assert dump(store) == before

@@ -10,7 +10,7 @@ use wasmtime::Store;
 
 /// The kernel's JSON commands, as named in the WIT (`put-content` and
 /// `get-content` carry bytes and have their own methods).
-pub const COMMANDS: [&str; 19] = [
+pub const COMMANDS: [&str; 20] = [
     "info",
     "plan-context",
     "append-events",
@@ -30,10 +30,11 @@ pub const COMMANDS: [&str; 19] = [
     "import-messages",
     "render-context",
     "validate-request",
+    "verify-store",
 ];
 
 /// Commands that only read: their transaction takes no write lock.
-pub const READ_ONLY: [&str; 10] = [
+pub const READ_ONLY: [&str; 11] = [
     "info",
     "read-events",
     "plan-context",
@@ -44,6 +45,7 @@ pub const READ_ONLY: [&str; 10] = [
     "resident-snapshot",
     "render-context",
     "validate-request",
+    "verify-store",
 ];
 
 /// What every host answers when the kernel traps (the trap's own text differs per engine).
@@ -112,7 +114,8 @@ impl Kernel {
             "resident-snapshot" => exports.call_resident_snapshot(wasm, request),
             "import-messages" => exports.call_import_messages(wasm, request),
             "render-context" => exports.call_render_context(wasm, request),
-            _ => exports.call_validate_request(wasm, request),
+            "validate-request" => exports.call_validate_request(wasm, request),
+            _ => exports.call_verify_store(wasm, request),
         })
     }
 
@@ -267,6 +270,11 @@ impl Kernel {
 
     pub fn validate_request(&mut self, request: &Value) -> Result<Value, KernelError> {
         self.call_json("validate-request", request)
+    }
+
+    /// Every memory entry read against its record; changes nothing.
+    pub fn verify_store(&mut self) -> Result<Value, KernelError> {
+        self.call_json("verify-store", &serde_json::json!({"schemaVersion": 1}))
     }
 }
 

@@ -214,6 +214,25 @@ fn every_subcommand_works_on_the_demo_store() {
     };
     assert_eq!(strip(&original)["memories"], strip(&from_copy)["memories"]);
 
+    // The verifier: the kernel's own store is clean; a copy that lost its
+    // memory records (a partial restore) names every link left dangling.
+    assert!(run(&["verify"]).starts_with("store ok · checked"));
+    let text = std::fs::read_to_string(&export).unwrap();
+    let kept: Vec<&str> = text.lines().skip(1).filter(|line| !line.contains(r#""key":"mem/rec/"#)).collect();
+    let mut header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    header["entries"] = json!(kept.len());
+    let partial = dir.join("partial.jsonl");
+    std::fs::write(&partial, format!("{header}\n{}\n", kept.join("\n"))).unwrap();
+    let restored = dir.join("restored.sqlite");
+    assert!(ctxk(&restored, &["import", partial.to_str().unwrap()], None).status.success());
+    let verified = ctxk(&restored, &["verify"], None);
+    assert_eq!(verified.status.code(), Some(3), "{}", stderr(&verified));
+    assert!(stdout(&verified).contains("dangling-link mem/scope/project/ledger-service/"), "{}", stdout(&verified));
+    assert!(stderr(&verified).contains("problems"), "{}", stderr(&verified));
+    let report: Value = serde_json::from_str(&stdout(&ctxk(&restored, &["--json", "verify"], None))).unwrap();
+    assert_eq!(report["ok"], false);
+    assert!(report["problemCount"].as_u64().unwrap() >= 3, "{report}");
+
     // A missing or damaged store fails with a message and a non-zero status.
     for args in [vec!["inspect", "memories"], vec!["export", "x.jsonl"], vec!["recall", "q", "--scope", "global"]] {
         let missing = ctxk(&dir.join("missing.sqlite"), &args, None);

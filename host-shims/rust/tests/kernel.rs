@@ -276,6 +276,7 @@ fn read_only_commands_write_nothing() {
         ("resident-snapshot", json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "p", "sink": "model:test", "maxTokens": 100})),
         ("render-context", json!({"schemaVersion": 1, "format": "openai-responses", "plan": plan_request()})),
         ("validate-request", json!({"schemaVersion": 1, "format": "openai-chat", "body": {"model": "m", "messages": [{"role": "user", "content": "x"}]}})),
+        ("verify-store", json!({"schemaVersion": 1})),
     ];
     assert_eq!(requests.len() + 1, READ_ONLY.len());
     // A fresh instance, so nothing is cached from the writes above.

@@ -37,12 +37,17 @@ pub struct DocVector {
 }
 }
 
+/// Where each memory's term vector is kept, by id.
+pub(crate) const DOCS: &str = "mem/idx/doc/";
+/// Where each memory's embedding is kept, by id.
+pub(crate) const EMBEDDINGS: &str = "mem/emb/";
+
 pub(crate) fn doc_key(id: &str) -> String {
-    format!("mem/idx/doc/{}", keys::segment(id))
+    format!("{DOCS}{}", keys::segment(id))
 }
 
 pub(crate) fn embedding_key(id: &str) -> String {
-    format!("mem/emb/{}", keys::segment(id))
+    format!("{EMBEDDINGS}{}", keys::segment(id))
 }
 
 pub(crate) const META: &str = "mem/idx/meta";
@@ -114,16 +119,32 @@ pub fn add(db: &mut Db, record: &MemoryRecord) -> Result<()> {
     log(db, &record.memory_id)
 }
 
-/// Removes a record from every index; returns the receipts' targets.
-pub fn remove(db: &mut Db, record: &MemoryRecord) -> Result<Vec<String>> {
-    db.remove(&doc_key(&record.memory_id), None)?;
+/// Removes a memory from every index; returns the receipts' targets.
+pub fn remove(db: &mut Db, id: &str) -> Result<Vec<String>> {
+    db.remove(&doc_key(id), None)?;
     let mut targets = vec!["index:lexical".to_string()];
-    if db.get::<Embedding>(&embedding_key(&record.memory_id))?.is_some() {
-        db.remove(&embedding_key(&record.memory_id), None)?;
+    // Read as bytes: an entry that does not decode is removed all the same.
+    if db.get_bytes(&embedding_key(id))?.is_some() {
+        db.remove(&embedding_key(id), None)?;
         targets.push("index:vector".into());
     }
-    log(db, &record.memory_id)?;
+    log(db, id)?;
     Ok(targets)
+}
+
+/// Cosine similarity, in f64, in one order; 0 for a zero vector.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
+    for (x, y) in a.iter().zip(b) {
+        dot += f64::from(*x) * f64::from(*y);
+        na += f64::from(*x) * f64::from(*x);
+        nb += f64::from(*y) * f64::from(*y);
+    }
+    if na == 0.0 || nb == 0.0 {
+        0.0
+    } else {
+        dot / (na.sqrt() * nb.sqrt())
+    }
 }
 
 /// Stores a memory's embedding (supplied by the host with the proposal).
@@ -135,9 +156,14 @@ pub fn embed(db: &mut Db, id: &str, vector: &[f32]) -> Result<()> {
 /// An embedding, stored or queried: 1..=MAX_DIMENSIONS numbers, each finite
 /// as an f32 (so `1e308` is refused, not read as infinity).
 pub(crate) fn check_embedding(field: &str, vector: &[f32]) -> Result<()> {
-    if vector.is_empty() || vector.len() > MAX_DIMENSIONS || vector.iter().any(|x| !x.is_finite()) {
+    if let Some(at) = vector.iter().position(|x| !x.is_finite()) {
+        let path = format!("{field}[{at}]");
+        return Err(KernelError::invalid(format!("at `{path}`: past a 32-bit float's range (±3.4028235e38); {field} has 1..={MAX_DIMENSIONS} finite numbers"))
+            .with_detail(json!({"field": field, "path": path})));
+    }
+    if vector.is_empty() || vector.len() > MAX_DIMENSIONS {
         return Err(KernelError::invalid(format!("{field} has 1..={MAX_DIMENSIONS} numbers, each finite as a 32-bit float"))
-            .with_detail(json!({"field": field})));
+            .with_detail(json!({"field": field, "path": field})));
     }
     Ok(())
 }

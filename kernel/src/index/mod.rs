@@ -21,8 +21,8 @@
 mod documents;
 mod tokenize;
 
-pub use documents::{add, embed, remove, DocVector, MAX_DIMENSIONS};
-pub(crate) use documents::{check_embedding, doc_key, embedding_key, vector_of, Embedding, IndexMeta, META};
+pub use documents::{add, cosine, embed, remove, DocVector, MAX_DIMENSIONS};
+pub(crate) use documents::{check_embedding, doc_key, embedding_key, vector_of, Embedding, IndexMeta, DOCS, EMBEDDINGS, META};
 pub use tokenize::terms;
 
 /// A map only ever looked up by key, never iterated, so its order cannot

@@ -23,6 +23,7 @@ use crate::events;
 use crate::session::SessionLog;
 use crate::store::{keys, Db};
 use serde_json::json;
+use super::records::JOURNALS;
 use super::{check_fence, propose_all, MemoryCandidate, MemoryReceipt};
 
 /// Longest and shortest text worth remembering.
@@ -117,7 +118,7 @@ struct Found {
 }
 
 fn journal_key(id: &str) -> String {
-    format!("mem/ext/{}", keys::segment(id))
+    format!("{JOURNALS}{}", keys::segment(id))
 }
 
 /// What a user sentence says worth remembering, if anything: (category,

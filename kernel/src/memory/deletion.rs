@@ -17,17 +17,26 @@ use crate::store::{keys, Db};
 use serde_json::json;
 use super::authorize::authorize;
 use super::records::{
-    audit, content_fence_key, load, members, memory_revision_bump, record_key, tombstone_key, unlink, ContentFence, Deletion, MAX_SELECTED,
+    audit, fence_keys, fence_names, fence_terms, fences_prefix, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, tombstone_key, unlink, ContentFence, Deletion,
+    Link, JOURNALS, LINK_PREFIXES, MAX_SELECTED,
 };
 use super::requests::{
     DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, PartReceipt, PartStatus, PurgeReceipt, PurgeRequest, Selector,
     Tombstone,
 };
 
-/// Refuses a candidate whose words were deleted from its scope, unless one of
-/// its session evidence events is the user saying them after the deletion.
+/// How close an embedding must be to a deleted memory's to be that memory
+/// in other words (cosine): high, as one changed value ("red" for "teal")
+/// moves a sentence's embedding little.
+const FENCE_SIMILARITY: f64 = 0.95;
+
+/// Refuses a candidate that is a memory deleted from its scope — its words
+/// in any spelling; or, learned again from what was there before the
+/// deletion, the host's embedding of it or its names drawn from the message
+/// it was drawn from — unless one of its session evidence events is the
+/// user saying it after the deletion.
 pub fn check_fence(db: &mut Db, candidate: &MemoryCandidate) -> Result<()> {
-    let Some((_, fence)) = db.get::<ContentFence>(&content_fence_key(candidate.scope, &candidate.scope_id, &candidate.content)?)? else {
+    let Some((fence, how)) = fence_of(db, candidate)? else {
         return Ok(());
     };
     for reference in candidate.evidence_refs.iter().filter(|r| r.kind == SourceKind::Session) {
@@ -43,8 +52,45 @@ pub fn check_fence(db: &mut Db, candidate: &MemoryCandidate) -> Result<()> {
             }
         }
     }
-    Err(KernelError::new(ErrorCode::Conflict, format!("these words were deleted as memory `{}`; only the user saying them again brings them back", fence.memory_id))
+    Err(KernelError::new(ErrorCode::Conflict, format!("{how} deleted as memory `{}`; only the user saying it again brings it back", fence.memory_id))
         .with_detail(json!({"deletedMemoryId": fence.memory_id, "deletedAt": fence.deleted_at})))
+}
+
+/// The fence a candidate runs into, and how it was recognised.
+fn fence_of(db: &mut Db, candidate: &MemoryCandidate) -> Result<Option<(ContentFence, &'static str)>> {
+    for key in fence_keys(candidate.scope, &candidate.scope_id, &candidate.content)? {
+        if let Some((_, fence)) = db.get::<ContentFence>(&key)? {
+            return Ok(Some((fence, "these words (in this or another spelling) were")));
+        }
+    }
+    // In other words: every fence of the scope is read (a scope holds few).
+    let terms = fence_terms(&candidate.content);
+    let mut events = Vec::new();
+    for reference in candidate.evidence_refs.iter().filter(|r| r.kind == SourceKind::Session) {
+        let seq = reference.seq.unwrap_or(0);
+        let at = db.get::<Event>(&keys::session_event(&reference.id, seq))?.map(|(_, e)| e.appended_at);
+        events.push((reference.id.as_str(), seq, at));
+    }
+    let mut found = None;
+    db.visit(&fences_prefix(candidate.scope, &candidate.scope_id), |key, value| {
+        let Ok(fence) = crate::store::decode::<ContentFence>(key, value) else { return Ok(()) };
+        // What the user said since is new: only the words fence it.
+        if found.is_some() || events.iter().any(|(_, _, at)| at.as_ref().is_some_and(|at| *at > fence.deleted_at)) {
+            return Ok(());
+        }
+        if let (Some(a), Some(b)) = (&candidate.embedding, &fence.embedding) {
+            if a.len() == b.len() && index::cosine(a, b) >= FENCE_SIMILARITY {
+                found = Some((fence, "its embedding is that of a memory"));
+                return Ok(());
+            }
+        }
+        let same_event = fence.evidence.iter().any(|r| events.iter().any(|(id, seq, _)| r.id == *id && r.seq.unwrap_or(0) == *seq));
+        if same_event && terms.iter().any(|t| fence.names.contains(t)) {
+            found = Some((fence, "drawn from the same message, with the same names, it was"));
+        }
+        Ok(())
+    })?;
+    Ok(found)
 }
 /// Tombstone first, then the body, versions, fingerprint, scope membership and
 /// index entries. Returns the receipts of the parts inside this store.
@@ -73,17 +119,25 @@ pub(super) fn bury(
         scope_id: record.scope_id.clone(),
     };
     db.put(&tombstone_key(id), &tomb, None)?;
-    // What was deleted is not proposed again from the same words, unless the
-    // user says them again afterwards (see `check_fence`).
-    let fence_key = content_fence_key(record.scope, &record.scope_id, &record.content)?;
-    db.put(&fence_key, &ContentFence { deleted_at: now.clone(), memory_id: id.to_string() }, None)?;
+    // What was deleted is not proposed again, in the same words or others,
+    // unless the user says it again afterwards (see `check_fence`).
+    let fence = ContentFence {
+        deleted_at: now.clone(),
+        embedding: db.get::<index::Embedding>(&index::embedding_key(id))?.map(|(_, e)| e.vector),
+        evidence: record.evidence_refs.iter().filter(|r| r.kind == SourceKind::Session).cloned().collect(),
+        memory_id: id.to_string(),
+        names: fence_names(&record.content),
+    };
+    for key in fence_keys(record.scope, &record.scope_id, &record.content)? {
+        db.put(&key, &fence, None)?;
+    }
     db.remove(&record_key(id), Some(store_revision))?;
     unlink(db, record)?;
     let versions: Vec<(String, serde_json::Value)> = db.scan(&format!("mem/ver/{}/", keys::segment(id)), "", MAX_SELECTED)?;
     for (key, _) in &versions {
         db.remove(key, None)?;
     }
-    let removed = index::remove(db, record)?;
+    let removed = index::remove(db, id)?;
     let part = |target: &str| PartReceipt { memory_id: Some(id.to_string()), status: PartStatus::Done, target: target.into() };
     let mut receipts = vec![part("store:record"), part("store:versions")];
     receipts.extend(removed.into_iter().map(|t| part(&t)));
@@ -205,18 +259,107 @@ pub fn settle_deletion(db: &mut Db, deletion_id: &str, outcomes: &[ReplicaOutcom
     Ok(deletion.receipt)
 }
 
+/// Every trace of a deleted memory but its tombstone and fence, which refuse
+/// a replay: its audit trail, and whatever a replayed copy of the store
+/// brought back (the record, above its tombstone or below it, its versions
+/// and index entries). Its lookup entries go with the scope's sweep in
+/// [`purge`].
+fn scrub(db: &mut Db, tomb: &Tombstone) -> Result<()> {
+    let id = tomb.memory_id.as_str();
+    for prefix in [format!("mem/audit/{}/", keys::segment(id)), format!("mem/ver/{}/", keys::segment(id))] {
+        let mut entries = Vec::new();
+        db.visit(&prefix, |key, _| {
+            entries.push(key.to_string());
+            Ok(())
+        })?;
+        for key in entries {
+            db.remove(&key, None)?;
+        }
+    }
+    if db.get_bytes(&record_key(id))?.is_some() {
+        db.remove(&record_key(id), None)?;
+    }
+    index::remove(db, id)?;
+    // The fence keeps the words' digests and the evidence references; its
+    // embedding and names say too much of what was deleted to outlive the
+    // purge (a dictionary reads a name's digest back).
+    let mut fences = Vec::new();
+    db.visit(&fences_prefix(tomb.scope, &tomb.scope_id), |key, value| {
+        if let Ok(fence) = crate::store::decode::<ContentFence>(key, value) {
+            if fence.memory_id == id && (fence.embedding.is_some() || !fence.names.is_empty()) {
+                fences.push((key.to_string(), fence));
+            }
+        }
+        Ok(())
+    })?;
+    for (key, mut fence) in fences {
+        fence.embedding = None;
+        fence.names.clear();
+        db.put(&key, &fence, None)?;
+    }
+    Ok(())
+}
+
+/// Every lookup entry that points at a purged memory, in any scope: a
+/// replay may have brought back entries of any of its versions (one from
+/// before a promotion sits in another scope), with or without the record,
+/// so they are found by what they point at. And the receipts that hold one
+/// in consolidation journals (a retried extraction answers with them, and
+/// they hold the memories' words); the journal's other receipts stay, so a
+/// retry still answers and merges nothing twice. A purge reads all once.
+fn sweep(db: &mut Db, purged: &[String]) -> Result<()> {
+    let mut stale = Vec::new();
+    for prefix in LINK_PREFIXES {
+        db.visit(prefix, |key, value| {
+            if crate::store::decode::<Link>(key, value).is_ok_and(|link| purged.binary_search(&link.memory_id).is_ok()) {
+                stale.push(key.to_string());
+            }
+            Ok(())
+        })?;
+    }
+    let mut journals = Vec::new();
+    db.visit(JOURNALS, |key, value| {
+        let Ok(mut journal) = serde_json::from_slice::<serde_json::Value>(value) else { return Ok(()) };
+        if let Some(receipts) = journal_receipts(&mut journal) {
+            let before = receipts.len();
+            receipts.retain(|r| !receipt_memory(r).is_some_and(|id| purged.binary_search_by(|p| p.as_str().cmp(id)).is_ok()));
+            if receipts.len() != before {
+                journals.push((key.to_string(), journal));
+            }
+        }
+        Ok(())
+    })?;
+    for key in stale {
+        db.remove(&key, None)?;
+    }
+    for (key, journal) in journals {
+        db.put(&key, &journal, None)?;
+    }
+    Ok(())
+}
+
 pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     check_version("request", request.schema_version)?;
     check_scope_to_forget("scope", request.scope, request.scope_id.as_deref())?;
     authorize(db, Act::Purge, &request.authority, Origin::User, &[], Grounding::Never)?;
     let tombs: Vec<(String, Tombstone)> = db.scan("mem/tomb/", "", MAX_SELECTED)?;
-    let mut targets: Vec<String> = tombs
-        .into_iter()
-        .map(|(_, t)| t)
-        .filter(|t| !t.purged && t.scope == request.scope && t.scope_id == request.scope_id)
-        .filter(|t| request.selector.memory_ids.is_empty() || request.selector.memory_ids.contains(&t.memory_id))
-        .map(|t| t.memory_id)
-        .collect();
+    let mut targets = Vec::new();
+    for (_, t) in tombs {
+        let asked = t.scope == request.scope
+            && t.scope_id == request.scope_id
+            && (request.selector.memory_ids.is_empty() || request.selector.memory_ids.contains(&t.memory_id));
+        // A purged memory again when named, or when a replay brought its
+        // record or index entries back.
+        let mut again = || -> Result<bool> {
+            Ok(request.selector.memory_ids.contains(&t.memory_id)
+                || db.get_bytes(&record_key(&t.memory_id))?.is_some()
+                || db.get_bytes(&index::doc_key(&t.memory_id))?.is_some()
+                || db.get_bytes(&index::embedding_key(&t.memory_id))?.is_some())
+        };
+        if asked && (!t.purged || again()?) {
+            targets.push(t.memory_id);
+        }
+    }
     targets.sort();
     // A memory is purged only once every part of its deletion is done: a
     // replica that has not confirmed may still hold it.
@@ -251,18 +394,15 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     }
     for id in &targets {
         let (rev, mut tomb) = db.get::<Tombstone>(&tombstone_key(id))?.expect("selected from the tombstones");
-        // What stays: the id, revision and fence that refuse a replay; no more.
-        let audit_entries: Vec<(String, serde_json::Value)> = db.scan(&format!("mem/audit/{}/", keys::segment(id)), "", MAX_SELECTED)?;
-        for (key, _) in audit_entries {
-            db.remove(&key, None)?;
-        }
-        if let Some((rec_rev, _)) = db.get::<serde_json::Value>(&record_key(id))? {
-            // A replayed copy that never came back to life.
-            db.remove(&record_key(id), Some(rec_rev))?;
-        }
+        scrub(db, &tomb)?;
         tomb.purged = true;
         db.put(&tombstone_key(id), &tomb, Some(rev))?;
         events::emit(db, "memory.purged", &request.now, None, None, json!({"memoryId": id, "purgeId": purge_id}))?;
+    }
+    if !targets.is_empty() {
+        sweep(db, &targets)?;
+        // Index entries were removed: warm indexes catch up from the log.
+        memory_revision_bump(db)?;
     }
     db.put(&format!("mem/purge/{purge_id}"), &json!({"at": request.now, "targets": targets, "verified": targets.len()}), None)?;
     Ok(PurgeReceipt { confirmation, purge_id, schema_version: 1, status: "purged".into(), targets })

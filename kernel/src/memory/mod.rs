@@ -34,6 +34,7 @@
 //! - `deletion` — fenced deletion, tombstones, replica receipts, purge
 //! - `read` — a scope's memories as they stand, or as they were
 //! - `consolidation` — a session's evidence made into candidates
+//! - `verify` — every memory entry read against its record (`verify-store`)
 
 pub mod consolidation;
 mod authorize;
@@ -44,11 +45,13 @@ mod read;
 mod records;
 mod requests;
 mod supersession;
+mod verify;
 
 pub use deletion::{check_fence, delete, purge, settle_deletion};
 pub use lifecycle::decide;
 pub use propose::{propose, propose_all, MAX_CONTENT_BYTES};
 pub use read::{read, sink_permits};
+pub use verify::{verify, Problem, ProblemKind, VerifyReport, VerifyRequest};
 pub use records::{effective_state, load, tombstones, MAX_SELECTED};
 pub use requests::{
     Action, AuditEntry, Authority, DecideRequest, DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, MemoryReceipt, MemoryView,

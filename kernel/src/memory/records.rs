@@ -4,7 +4,7 @@
 
 use crate::authority;
 use crate::canonical::{self, Timestamp};
-use crate::contracts::{MemoryRecord, MemoryState, Scope};
+use crate::contracts::{MemoryRecord, MemoryState, Scope, SourceRef};
 use crate::error::Result;
 use crate::index;
 use crate::store::{keys, Db};
@@ -45,9 +45,21 @@ pub(super) struct Deletion {
 
 contract! {
 /// A deleted memory's words, by fingerprint, in the scope it was in.
+/// What a deletion leaves so that the fact is not learned again: its words'
+/// digest is the key; the rest recognises it in other words.
 pub(super) struct ContentFence {
     pub(super) deleted_at: Timestamp,
+    /// The embedding the host supplied with the memory, until purge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) embedding: Option<Vec<f32>>,
+    /// The session events the memory was drawn from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) evidence: Vec<SourceRef>,
     pub(super) memory_id: String,
+    /// Digests of its names and numbers (`Dana`, `1990`), which read the
+    /// same in any language; until purge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) names: Vec<String>,
 }
 }
 
@@ -81,6 +93,23 @@ fn members_prefix(scope: Scope, scope_id: &Option<String>) -> String {
     format!("mem/scope/{}/", scope_segment(scope, scope_id))
 }
 
+/// Where lookup entries live: scope memberships, slots, fingerprints.
+pub(super) const LINK_PREFIXES: [&str; 3] = ["mem/scope/", "mem/slot/", "mem/fp/"];
+
+/// Where consolidation journals live (see `consolidation`).
+pub(super) const JOURNALS: &str = "mem/ext/";
+
+/// A consolidation journal's receipts, each holding the memory it proposed
+/// or merged into (a retried extraction answers with them).
+pub(super) fn journal_receipts(journal: &mut serde_json::Value) -> Option<&mut Vec<serde_json::Value>> {
+    journal.pointer_mut("/response/receipts").and_then(serde_json::Value::as_array_mut)
+}
+
+/// The id of the memory a receipt holds.
+pub(super) fn receipt_memory(receipt: &serde_json::Value) -> Option<&str> {
+    receipt.pointer("/memory/memoryId").and_then(serde_json::Value::as_str)
+}
+
 fn slot_key(scope: Scope, scope_id: &Option<String>, key: &str, id: &str) -> String {
     format!("{}{}", slot_prefix(scope, scope_id, key), keys::segment(id))
 }
@@ -97,12 +126,77 @@ fn audit_key(id: &str, n: u64) -> String {
     format!("mem/audit/{}/{n:08}", keys::segment(id))
 }
 
-/// Keyed by the scope and the normalized content alone: a re-extraction under
-/// another category or key is still the same words.
-pub(super) fn content_fence_key(scope: Scope, scope_id: &Option<String>, content: &str) -> Result<String> {
-    // Words as a reader sees them: `Frank\u{200b}furt` and `Ｆrankfurt` are `frankfurt`.
-    let digest = canonical::digest_value(&json!([scope, scope_id, authority::words(content).join(" ")]))?;
-    Ok(format!("mem/fence/{}/{}", scope_segment(scope, scope_id), digest.trim_start_matches("sha256:")))
+/// The keys a memory's words are fenced under, by the scope and the content
+/// alone (a re-extraction under another category or key is still the same
+/// words): the words as a reader sees them (`Frank\u{200b}furt` and
+/// `Ｆrankfurt` are `frankfurt`), and again with British spellings read as
+/// American ones (`favourite colour` is `favorite color`).
+pub(super) fn fence_keys(scope: Scope, scope_id: &Option<String>, content: &str) -> Result<Vec<String>> {
+    let key = |words: Vec<String>| -> Result<String> {
+        let digest = canonical::digest_value(&json!([scope, scope_id, words.join(" ")]))?;
+        Ok(format!("{}{}", fences_prefix(scope, scope_id), digest.trim_start_matches("sha256:")))
+    };
+    let plain = key(authority::words(content))?;
+    let folded = key(authority::words(&american(content)))?;
+    Ok(if folded == plain { vec![plain] } else { vec![plain, folded] })
+}
+
+/// Where a scope's fences are.
+pub(super) fn fences_prefix(scope: Scope, scope_id: &Option<String>) -> String {
+    format!("mem/fence/{}/", scope_segment(scope, scope_id))
+}
+
+/// Text lowercased, its words with British spellings read as American (a
+/// word with a look-alike letter read as its skeleton first: `cоlour`).
+fn american(text: &str) -> String {
+    let lowered = crate::text::normalize(text).to_lowercase();
+    let words = lowered.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
+    let plain = words.map(|w| if w.is_ascii() { w.to_string() } else { unicode_security::skeleton(w).collect() });
+    plain.map(|w| crate::text::fold_spelling(&w).into_owned()).collect::<Vec<_>>().join(" ")
+}
+
+/// Short digests of a text's recall terms (British spellings read as
+/// American).
+pub(super) fn fence_terms(text: &str) -> Vec<String> {
+    let mut terms: Vec<String> = index::terms(&american(text)).iter().map(|t| short_digest(t)).collect();
+    terms.sort();
+    terms.dedup();
+    terms
+}
+
+fn short_digest(term: &str) -> String {
+    canonical::digest_bytes(term.as_bytes())[7..23].to_string()
+}
+
+/// [`fence_terms`] of a text's names and numbers only: words written with a
+/// capital inside a sentence (a sentence's first word may be any word: `User
+/// drinks tea`), or with a digit.
+pub(super) fn fence_names(text: &str) -> Vec<String> {
+    // Runs of cased letters and digits: uncased scripts (Han, kana) have
+    // no capitals to tell a name by.
+    let cased = |c: char| c.is_ascii_digit() || c.is_uppercase() || c.is_lowercase();
+    let mut names = Vec::new();
+    let (mut previous, mut run, mut opens) = (None::<char>, String::new(), true);
+    for c in crate::text::normalize(text).chars().chain([' ']) {
+        if cased(c) {
+            if run.is_empty() {
+                opens = previous.is_none_or(|p| matches!(p, '.' | '!' | '?' | ':' | '。' | '！' | '？'));
+            }
+            run.push(c);
+        } else if !run.is_empty() {
+            let capital = !opens && run.chars().next().is_some_and(char::is_uppercase);
+            if capital || run.chars().any(|c| c.is_ascii_digit()) {
+                names.extend(fence_terms(&run));
+            }
+            run.clear();
+        }
+        if !c.is_whitespace() {
+            previous = Some(c);
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }
 
 pub(super) fn version_key(id: &str, revision: u64) -> String {
@@ -208,7 +302,7 @@ pub(super) fn save(db: &mut Db, store_revision: u64, record: &mut MemoryRecord, 
 }
 
 /// A record's lookup entries: its scope membership, its slot, its fingerprint.
-fn links(record: &MemoryRecord) -> Result<Vec<String>> {
+pub(super) fn links(record: &MemoryRecord) -> Result<Vec<String>> {
     let mut out = vec![member_key(record.scope, &record.scope_id, &record.memory_id)];
     if let Some(key) = &record.key {
         out.push(slot_key(record.scope, &record.scope_id, key, &record.memory_id));

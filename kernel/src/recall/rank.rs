@@ -4,7 +4,7 @@
 //! first, and count what they exclude.
 
 use crate::contracts::AuthorityKind;
-use crate::index::terms;
+use crate::index::{cosine, terms};
 use std::collections::{BTreeMap, BTreeSet};
 use super::postings::{Postings, Shard};
 use super::requests::RecallRequest;
@@ -166,17 +166,3 @@ fn top(index: &Postings, mut list: Vec<(u32, f64)>, depth: usize) -> Vec<u32> {
     list.into_iter().map(|(slot, _)| slot).collect()
 }
 
-/// Cosine similarity, in f64; 0 for a zero vector.
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let (mut dot, mut na, mut nb) = (0f64, 0f64, 0f64);
-    for (x, y) in a.iter().zip(b) {
-        dot += f64::from(*x) * f64::from(*y);
-        na += f64::from(*x) * f64::from(*x);
-        nb += f64::from(*y) * f64::from(*y);
-    }
-    if na == 0.0 || nb == 0.0 {
-        0.0
-    } else {
-        dot / (na.sqrt() * nb.sqrt())
-    }
-}

@@ -39,9 +39,10 @@ COMMANDS = (
     "import-messages",
     "render-context",
     "validate-request",
+    "verify-store",
 )
 #: Commands that only read: their transaction takes no write lock.
-READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot", "render-context", "validate-request"})
+READ_ONLY = frozenset({"info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot", "render-context", "validate-request", "verify-store"})
 #: What every host answers when the kernel traps (the trap's own text differs per engine).
 TRAPPED = "the kernel trapped; the call was rolled back"
 
@@ -168,6 +169,10 @@ class Kernel:
 
     def validate_request(self, request: dict) -> dict:
         return self._json("validate-request", request)
+
+    def verify_store(self, request: Optional[dict] = None) -> dict:
+        """Reads every memory entry against its record and names each problem by key; changes nothing."""
+        return self._json("verify-store", request if request is not None else {"schemaVersion": 1})
 
     def put_content(self, request: Union[str, dict], content: bytes) -> dict:
         """Stores `content` by its sha256; returns `{contentRef, created}`."""

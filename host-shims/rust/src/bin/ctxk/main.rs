@@ -132,6 +132,10 @@ enum Command {
         #[command(flatten)]
         authority: AuthorityArgs,
     },
+    /// Check every memory entry against its record (links to nothing, index
+    /// entries of deleted memories, records replayed above their tombstones);
+    /// exits 3 when anything is wrong. Changes nothing.
+    Verify,
     /// List what the store holds: sessions, memories, tombstones, operations or events.
     Inspect {
         #[arg(value_enum, default_value_t = inspect::What::Sessions)]
@@ -224,6 +228,8 @@ enum Failure {
     Host(anyhow::Error),
     /// Whoever read stdout stopped reading: not an error of ours.
     ClosedPipe,
+    /// `ctxk verify` found this many problems (the report is printed).
+    Problems(u64),
 }
 
 impl From<KernelError> for Failure {
@@ -332,6 +338,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     }
     let (command, request) = match &cli.command {
         Command::Info => ("info", json!({"schemaVersion": 1}).to_string()),
+        Command::Verify => ("verify-store", json!({"schemaVersion": 1}).to_string()),
         Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
         Command::Append { file } => ("append-events", read_request(file.as_ref())?),
         Command::ImportMessages { file } => ("import-messages", read_request(file.as_ref())?),
@@ -374,12 +381,17 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         let rendered: Rendered = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
         return out(format!("{}\n", rendered.body.get()).as_bytes());
     }
+    let value: Value = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
+    if let (Command::Verify, Some(count)) = (&cli.command, value["problemCount"].as_u64().filter(|n| *n > 0)) {
+        out(if cli.json { format!("{response}\n") } else { report::verify(&value) }.as_bytes())?;
+        return Err(Failure::Problems(count));
+    }
     if cli.json || matches!(cli.command, Command::Call { .. }) {
         return out(format!("{response}\n").as_bytes());
     }
-    let value: Value = serde_json::from_str(&response).context("the kernel answered invalid JSON")?;
     let text = match &cli.command {
         Command::Info => report::info(&value),
+        Command::Verify => report::verify(&value),
         Command::Plan { all, .. } => report::plan(&value, *all),
         Command::Append { .. } | Command::ImportMessages { .. } => report::appended(&value),
         Command::Render { .. } => report::render(&value),
@@ -426,6 +438,10 @@ fn main() -> ExitCode {
         Err(Failure::Host(error)) => {
             eprintln!("ctxk: {error:#}");
             ExitCode::from(2)
+        }
+        Err(Failure::Problems(count)) => {
+            eprintln!("ctxk: the store has {count} problem{}", if count == 1 { "" } else { "s" });
+            ExitCode::from(3)
         }
     }
 }

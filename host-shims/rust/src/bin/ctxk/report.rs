@@ -289,6 +289,23 @@ pub fn memory_receipt(v: &Value) -> String {
     out
 }
 
+pub fn verify(v: &Value) -> String {
+    let checked: Vec<String> = v["checked"].as_object().into_iter().flatten().map(|(what, count)| format!("{} {what}", n(count))).collect();
+    let mut out = if v["ok"] == true {
+        format!("store ok · checked {}\n", checked.join(", "))
+    } else {
+        format!("{} problems · checked {}\n", n(&v["problemCount"]), checked.join(", "))
+    };
+    for problem in v["problems"].as_array().into_iter().flatten() {
+        let memory = problem["memoryId"].as_str().map(|id| format!(" ({id})")).unwrap_or_default();
+        let _ = writeln!(out, "  {} {}{memory}: {}", s(&problem["kind"]), s(&problem["key"]), s(&problem["message"]));
+    }
+    if v["problems"].as_array().map_or(0, Vec::len) as u64 != v["problemCount"].as_u64().unwrap_or(0) {
+        let _ = writeln!(out, "  … only the first {} are listed", v["problems"].as_array().map_or(0, Vec::len));
+    }
+    out
+}
+
 pub fn deletion(v: &Value) -> String {
     let mut out = format!("{} {} · {} matched\n", s(&v["deletionId"]), s(&v["status"]), n(&v["matched"]));
     for part in v["receipts"].as_array().into_iter().flatten() {

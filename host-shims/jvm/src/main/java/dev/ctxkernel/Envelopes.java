@@ -120,4 +120,8 @@ public interface Envelopes {
     record Violation(String message, String path, String rule) {}
 
     record ValidateResponse(String format, int schemaVersion, boolean valid, List<Violation> violations) {}
+
+    record Problem(String key, String kind, String memoryId, String message) {}
+
+    record VerifyReport(java.util.Map<String, Long> checked, boolean ok, long problemCount, List<Problem> problems, int schemaVersion) {}
 }

@@ -29,11 +29,12 @@ public final class Kernel {
     public static final List<String> COMMANDS = List.of(
             "info", "plan-context", "append-events", "read-events", "compact-context", "continue-operation",
             "reconcile", "read-kernel-events", "propose-memory", "consolidate-memory", "decide-memory", "delete-memory", "purge-memory",
-            "read-memory", "recall-memory", "resident-snapshot", "import-messages", "render-context", "validate-request");
+            "read-memory", "recall-memory", "resident-snapshot", "import-messages", "render-context", "validate-request",
+            "verify-store");
     /** Commands that only read: their transaction takes no write lock. */
     private static final Set<String> READ_ONLY = Set.of(
             "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot",
-            "render-context", "validate-request");
+            "render-context", "validate-request", "verify-store");
     /** What every host answers when the kernel traps (the trap's own text differs per engine). */
     static final String TRAPPED = "the kernel trapped; the call was rolled back";
     /** Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}). */
@@ -241,6 +242,11 @@ public final class Kernel {
 
     public Envelopes.ValidateResponse validateRequest(Object request) {
         return call("validate-request", request, Envelopes.ValidateResponse.class);
+    }
+
+    /** Reads every memory entry against its record and names each problem by key; changes nothing. */
+    public Envelopes.VerifyReport verifyStore() {
+        return call("verify-store", Map.of("schemaVersion", 1), Envelopes.VerifyReport.class);
     }
 
     /** Stores {@code content} by its sha256. */

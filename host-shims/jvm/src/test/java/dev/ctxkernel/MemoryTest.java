@@ -112,4 +112,17 @@ class MemoryTest {
         assertEquals("degraded", degraded.status());
         assertTrue(degraded.receipts().get(0).merged());
     }
+
+    @Test
+    void verifyStoreNamesALinkLeftToNothing() throws Exception {
+        MemoryStore store = new MemoryStore();
+        Kernel kernel = new Kernel(store);
+        assertTrue(kernel.verifyStore().ok());
+        // What a partial restore leaves: a scope link whose record is not there.
+        store.put("mem/scope/project/web/mem-ghost", "{\"memoryId\":\"mem-ghost\"}".getBytes(java.nio.charset.StandardCharsets.UTF_8), null);
+        var report = kernel.verifyStore();
+        assertEquals(1, report.problemCount());
+        assertEquals(List.of("dangling-link", "mem/scope/project/web/mem-ghost", "mem-ghost"),
+                List.of(report.problems().get(0).kind(), report.problems().get(0).key(), report.problems().get(0).memoryId()));
+    }
 }
