@@ -807,6 +807,24 @@ fixture("transcripts-unsettled-and-invalid",
            validate("openai-responses", {"model": "m", "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}),
            validate("openai-chat", CHAT | {"model": "gpt-test"})])
 
+# Runner robustness: a reference that points at nothing is written down and
+# the run goes on; a format fills every `{}`; a field name as long as the
+# kernel takes reaches it through every host's JSON reader.
+LONG_NAME = "k" * 65536
+fixture("runner-unresolved-references", "A $ref to a missing step, to an error's answer, to a missing member or malformed is "
+        "recorded as unresolved and later steps still run; a format fills every {}; a 65 536-character field name reaches the kernel.",
+        [{"command": "info", "request": {"schemaVersion": 1}},
+         {"command": "read-events", "request": {"$ref": "9#/nothing"}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/kernel/name", "format": "{}-{}"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "2#/head"}}},
+         {"action": "snapshot", "key": {"$ref": "1#/x"}, "as": "nothing"},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#kernel"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "+0#/kernel/name"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/01"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/1"}}},
+         {"command": "info", "request": {"schemaVersion": 1, LONG_NAME: 1}},
+         {"command": "info", "request": {"schemaVersion": 1}}])
+
 os.makedirs(OUT, exist_ok=True)
 for name, value in sorted(fixtures.items()):
     with open(os.path.join(OUT, f"{name}.json"), "w", encoding="utf-8") as f:

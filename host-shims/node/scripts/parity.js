@@ -19,15 +19,33 @@ mkdirSync(out, { recursive: true });
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
 const encoder = new TextEncoder();
 
+/** A `$ref` that points at nothing: no such step, a step that answered with an error or was an action, or no such member. */
+class Unresolved extends Error {
+  constructor(reference) {
+    super(`$ref ${reference} points at nothing`);
+    this.reference = reference;
+  }
+}
+
+const own = (object, key) => object !== null && typeof object === 'object' && Object.prototype.hasOwnProperty.call(object, key);
+
 function resolve(value, responses) {
   if (Array.isArray(value)) return value.map((v) => resolve(v, responses));
   if (value && typeof value === 'object') {
     if ('$ref' in value) {
-      const [step, pointer] = value.$ref.split('#');
-      let found = responses[Number(step)];
-      for (const part of pointer.split('/').slice(1)) found = found?.[part.replaceAll('~1', '/').replaceAll('~0', '~')];
-      if (found === undefined) throw new Error(`$ref ${value.$ref} points at nothing`);
-      return value.format ? value.format.replace('{}', typeof found === 'string' ? found : stringifyJson(found)) : found;
+      const reference = String(value.$ref);
+      const at = reference.indexOf('#');
+      const step = reference.slice(0, at);
+      let found = at > 0 && /^[0-9]+$/.test(step) ? responses[Number(step)] : undefined;
+      const pointer = reference.slice(at + 1);
+      if (found === null || found === undefined || at < 0 || (pointer !== '' && !pointer.startsWith('/'))) throw new Unresolved(reference);
+      for (const part of pointer === '' ? [] : pointer.split('/').slice(1)) {
+        const key = part.replaceAll('~1', '/').replaceAll('~0', '~');
+        if (!own(found, key)) throw new Unresolved(reference);
+        found = found[key];
+      }
+      // Every `{}` of the format is filled, as every host's runner does.
+      return value.format ? value.format.replaceAll('{}', () => (typeof found === 'string' ? found : stringifyJson(found))) : found;
     }
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolve(v, responses)]));
   }
@@ -51,9 +69,19 @@ async function runFixture(fixture, path) {
   const lines = [];
   for (const [i, step] of fixture.steps.entries()) {
     const name = step.instance ?? 'a';
+    // A step whose reference points at nothing is written down as such; the steps after it still run.
+    let resolved;
+    try {
+      resolved = step.action ? step.key && resolve(step.key, responses) : resolve(step.request, responses);
+    } catch (e) {
+      if (!(e instanceof Unresolved)) throw e;
+      responses.push(null);
+      lines.push(`{"step":${i},"unresolved":${JSON.stringify(e.reference)}}`);
+      continue;
+    }
     if (step.action) {
       const raw = await SqliteStore.open(path);
-      const key = () => resolve(step.key, responses);
+      const key = () => resolved;
       const put = (k, v) => raw.put(k, v, undefined);
       switch (step.action) {
         case 'reload':
@@ -91,7 +119,6 @@ async function runFixture(fixture, path) {
       lines.push(`{"step":${i},"action":${JSON.stringify(step.action)}}`);
       continue;
     }
-    const resolved = resolve(step.request, responses);
     const request = typeof resolved === 'string' ? resolved : stringifyJson(resolved);
     if (!instances.has(name)) instances.set(name, new Kernel(await SqliteStore.open(path)));
     const kernel = instances.get(name);

@@ -11,7 +11,7 @@ import argparse
 import hashlib
 import json
 import os
-from typing import Any
+from typing import Any, Optional
 
 from . import Kernel, KernelError, SqliteStore
 
@@ -20,16 +20,40 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+class _Unresolved(Exception):
+    """A `$ref` that points at nothing: no such step, a step that answered
+    with an error or was an action, or no such member."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(f"$ref {reference} points at nothing")
+        self.reference = reference
+
+
+def _index(part: str) -> Optional[int]:
+    """A JSON Pointer array index: digits, no leading zero."""
+    return int(part) if part.isascii() and part.isdigit() and (part == "0" or not part.startswith("0")) else None
+
+
 def _resolve(value: Any, responses: list) -> Any:
     if isinstance(value, list):
         return [_resolve(v, responses) for v in value]
     if isinstance(value, dict):
         if "$ref" in value:
-            step, pointer = value["$ref"].split("#")
-            found = responses[int(step)]
-            for part in pointer.split("/")[1:]:
+            reference = str(value["$ref"])
+            step, hash_, pointer = reference.partition("#")
+            at = int(step) if step.isascii() and step.isdigit() else None
+            found = responses[at] if at is not None and at < len(responses) else None
+            if found is None or not hash_ or (pointer and not pointer.startswith("/")):
+                raise _Unresolved(reference)
+            for part in pointer.split("/")[1:] if pointer else []:
                 part = part.replace("~1", "/").replace("~0", "~")
-                found = found[int(part)] if isinstance(found, list) else found[part]
+                index = _index(part)
+                if isinstance(found, dict) and part in found:
+                    found = found[part]
+                elif isinstance(found, list) and index is not None and index < len(found):
+                    found = found[index]
+                else:
+                    raise _Unresolved(reference)
             if "format" in value:
                 return value["format"].replace("{}", found if isinstance(found, str) else _json(found))
             return found
@@ -52,9 +76,16 @@ def _run(fixture: dict, path: str) -> str:
     lines = []
     for i, step in enumerate(fixture["steps"]):
         name = step.get("instance", "a")
+        # A step whose reference points at nothing is written down as such; the steps after it still run.
+        try:
+            resolved = (_resolve(step["key"], responses) if "key" in step else None) if "action" in step else _resolve(step["request"], responses)
+        except _Unresolved as e:
+            responses.append(None)
+            lines.append(f'{{"step":{i},"unresolved":{_json(e.reference)}}}')
+            continue
         if "action" in step:
             raw = SqliteStore(path)
-            key = lambda: _resolve(step["key"], responses)  # noqa: E731
+            key = lambda: resolved  # noqa: E731
             action = step["action"]
             if action == "reload":
                 if name in instances:
@@ -81,7 +112,6 @@ def _run(fixture: dict, path: str) -> str:
             responses.append(None)
             lines.append(f'{{"step":{i},"action":{_json(action)}}}')
             continue
-        resolved = _resolve(step["request"], responses)
         request = resolved if isinstance(resolved, str) else _json(resolved)
         if name not in instances:
             instances[name] = Kernel(SqliteStore(path))

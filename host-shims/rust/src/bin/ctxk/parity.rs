@@ -44,9 +44,22 @@ fn run_fixture(fixture: &Value, store: &Path, runtime: &Runtime) -> anyhow::Resu
     let mut transcript = String::new();
     for (i, step) in fixture["steps"].as_array().context("a fixture needs steps")?.iter().enumerate() {
         let instance = step["instance"].as_str().unwrap_or("a").to_string();
+        // A step whose reference points at nothing is written down as such;
+        // the steps after it still run.
+        let unresolved = |transcript: &mut String, responses: &mut Vec<Value>, Unresolved(reference): Unresolved| {
+            let _ = writeln!(transcript, "{{\"step\":{i},\"unresolved\":{}}}", json_string(&reference));
+            responses.push(Value::Null);
+        };
         if let Some(action) = step["action"].as_str() {
+            let key = match step.get("key").map(|k| resolve(k, &responses)).transpose() {
+                Ok(key) => key.and_then(|k| k.as_str().map(str::to_string)),
+                Err(e) => {
+                    unresolved(&mut transcript, &mut responses, e);
+                    continue;
+                }
+            };
             let mut raw = SqliteStore::open(store)?;
-            let key = || -> anyhow::Result<String> { resolve(&step["key"], &responses)?.as_str().map(str::to_string).context("a key") };
+            let key = || -> anyhow::Result<String> { key.clone().context("a key") };
             match action {
                 "reload" => {
                     instances.remove(&instance);
@@ -82,9 +95,13 @@ fn run_fixture(fixture: &Value, store: &Path, runtime: &Runtime) -> anyhow::Resu
             continue;
         }
         let command = step["command"].as_str().context("a step needs a command or an action")?;
-        let request = match resolve(&step["request"], &responses)? {
-            Value::String(text) => text,
-            other => other.to_string(),
+        let request = match resolve(&step["request"], &responses) {
+            Ok(Value::String(text)) => text,
+            Ok(other) => other.to_string(),
+            Err(e) => {
+                unresolved(&mut transcript, &mut responses, e);
+                continue;
+            }
         };
         if !instances.contains_key(&instance) {
             instances.insert(instance.clone(), Kernel::with_runtime(runtime.clone(), SqliteStore::open(store)?));
@@ -139,25 +156,29 @@ fn json_string(text: &str) -> String {
     Value::String(text.to_string()).to_string()
 }
 
-/// Replaces `{"$ref": "N#/pointer"}` (with an optional `"format"` holding `{}`)
-/// by the value at that pointer in step N's response.
-fn resolve(value: &Value, responses: &[Value]) -> anyhow::Result<Value> {
+/// A `$ref` that points at nothing: no such step, a step that answered with
+/// an error or was an action, or no such member.
+struct Unresolved(String);
+
+/// Replaces `{"$ref": "N#/pointer"}` (with an optional `"format"` whose every
+/// `{}` is filled) by the value at that pointer in step N's response.
+fn resolve(value: &Value, responses: &[Value]) -> Result<Value, Unresolved> {
     Ok(match value {
         Value::Object(map) if map.contains_key("$ref") => {
-            let reference = map["$ref"].as_str().context("$ref is a string")?;
-            let (step, pointer) = reference.split_once('#').context("$ref is `N#/pointer`")?;
-            let found = responses
-                .get(step.parse::<usize>()?)
-                .and_then(|r| r.pointer(pointer))
+            let reference = map["$ref"].as_str().unwrap_or_default();
+            let found = reference
+                .split_once('#')
+                .filter(|(step, _)| !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|(step, pointer)| responses.get(step.parse::<usize>().ok()?).filter(|r| !r.is_null())?.pointer(pointer))
                 .cloned()
-                .with_context(|| format!("$ref {reference} points at nothing"))?;
+                .ok_or_else(|| Unresolved(reference.to_string()))?;
             match map.get("format").and_then(Value::as_str) {
                 Some(format) => Value::String(format.replace("{}", found.as_str().unwrap_or(&found.to_string()))),
                 None => found,
             }
         }
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), resolve(v, responses)?))).collect::<anyhow::Result<_>>()?),
-        Value::Array(items) => Value::Array(items.iter().map(|v| resolve(v, responses)).collect::<anyhow::Result<_>>()?),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), resolve(v, responses)?))).collect::<Result<_, _>>()?),
+        Value::Array(items) => Value::Array(items.iter().map(|v| resolve(v, responses)).collect::<Result<_, _>>()?),
         other => other.clone(),
     })
 }

@@ -2,6 +2,8 @@ package dev.ctxkernel;
 
 import com.dylibso.chicory.wasm.ChicoryException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
@@ -37,8 +39,18 @@ public final class Kernel {
             "render-context", "validate-request", "verify-store");
     /** What every host answers when the kernel traps (the trap's own text differs per engine). */
     static final String TRAPPED = "the kernel trapped; the call was rolled back";
-    /** Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}). */
-    static final ObjectMapper JSON = JsonMapper.builder()
+    /**
+     * Writes escapes as the kernel does ({@code \u000b}, not {@code \u000B}); reads any name, string
+     * and number the kernel takes (Jackson's default limits refuse a 65 536-character field name and
+     * a 1 001-digit number, which the kernel answers with its own typed error).
+     */
+    static final ObjectMapper JSON = JsonMapper.builder(JsonFactory.builder()
+                    .streamReadConstraints(StreamReadConstraints.builder()
+                            .maxNameLength(Integer.MAX_VALUE)
+                            .maxStringLength(Integer.MAX_VALUE)
+                            .maxNumberLength(Integer.MAX_VALUE)
+                            .build())
+                    .build())
             .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
             .disable(JsonWriteFeature.WRITE_HEX_UPPER_CASE)
             .build();

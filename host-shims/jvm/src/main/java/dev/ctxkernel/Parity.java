@@ -67,6 +67,16 @@ public final class Parity {
         return Kernel.JSON.writeValueAsString(value);
     }
 
+    /** A {@code $ref} that points at nothing: no such step, a step that answered with an error or was an action, or no such member. */
+    private static final class Unresolved extends RuntimeException {
+        final String reference;
+
+        Unresolved(String reference) {
+            super("$ref " + reference + " points at nothing");
+            this.reference = reference;
+        }
+    }
+
     private static JsonNode resolve(JsonNode value, List<JsonNode> responses) {
         if (value.isArray()) {
             ArrayNode out = JsonNodeFactory.instance.arrayNode();
@@ -75,12 +85,24 @@ public final class Parity {
         }
         if (value.isObject()) {
             if (value.has("$ref")) {
-                String[] ref = value.get("$ref").asText().split("#", 2);
-                JsonNode found = responses.get(Integer.parseInt(ref[0])).at(ref[1]);
-                if (found.isMissingNode()) {
-                    throw new IllegalArgumentException("$ref " + value.get("$ref").asText() + " points at nothing");
+                String reference = value.get("$ref").asText();
+                String[] ref = reference.split("#", 2);
+                if (ref.length < 2 || !ref[0].matches("[0-9]+") || (!ref[1].isEmpty() && !ref[1].startsWith("/"))) {
+                    throw new Unresolved(reference);
+                }
+                int step = ref[0].length() > 9 ? Integer.MAX_VALUE : Integer.parseInt(ref[0]);
+                JsonNode response = step < responses.size() ? responses.get(step) : null;
+                JsonNode found;
+                try {
+                    found = response == null ? null : response.at(ref[1]);
+                } catch (IllegalArgumentException e) {
+                    found = null;
+                }
+                if (found == null || found.isMissingNode()) {
+                    throw new Unresolved(reference);
                 }
                 if (value.has("format")) {
+                    // Every `{}` of the format is filled.
                     return TextNode.valueOf(value.get("format").asText().replace("{}", found.isTextual() ? found.asText() : found.toString()));
                 }
                 return found;
@@ -109,10 +131,20 @@ public final class Parity {
         int i = 0;
         for (JsonNode step : fixture.get("steps")) {
             String name = step.has("instance") ? step.get("instance").asText() : "a";
+            // A step whose reference points at nothing is written down as such; the steps after it still run.
+            JsonNode resolved;
+            try {
+                resolved = step.has("action") ? (step.has("key") ? resolve(step.get("key"), responses) : null) : resolve(step.get("request"), responses);
+            } catch (Unresolved e) {
+                responses.add(null);
+                lines.append("{\"step\":").append(i).append(",\"unresolved\":").append(json(e.reference)).append("}\n");
+                i++;
+                continue;
+            }
             if (step.has("action")) {
                 String action = step.get("action").asText();
                 try (SqliteStore raw = new SqliteStore(path)) {
-                    String key = step.has("key") ? resolve(step.get("key"), responses).asText() : null;
+                    String key = resolved == null ? null : resolved.asText();
                     switch (action) {
                         case "reload" -> {
                             instances.remove(name);
@@ -148,7 +180,6 @@ public final class Parity {
                 i++;
                 continue;
             }
-            JsonNode resolved = resolve(step.get("request"), responses);
             String request = resolved.isTextual() ? resolved.asText() : json(resolved);
             Kernel kernel = instances.get(name);
             if (kernel == null) {
