@@ -397,6 +397,11 @@ impl Kernel {
 // make one function too large for the JVM host to compile.
 #[inline(never)]
 pub fn decode<T: DeserializeOwned>(request: &str) -> Result<T> {
+    // Escaped (`\ud800`) as a host's JSON writer escapes it, or raw as
+    // another host refuses it: one answer, wherever it stands.
+    if wire::lone_surrogate(request) {
+        return Err(KernelError::invalid("the request is not valid Unicode: it holds a lone surrogate"));
+    }
     let request = wire::numbers(request)?;
     // Most requests are well formed: decode without tracking paths, and
     // only decode a failing one again to say where it failed.

@@ -139,6 +139,35 @@ fn spelled(token: &str) -> String {
     format!("{sign}{body}")
 }
 
+/// True when a string of the text escapes half a surrogate pair alone
+/// (`"\ud800"`, `"\udc00"`, `"\ud800x"`): no UTF-8 can carry it. Only text
+/// holding a `\u` escape is read.
+pub fn lone_surrogate(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    if memchr::memmem::find(bytes, b"\\u").is_none() {
+        return false;
+    }
+    // The code unit a `\uXXXX` escape at `at` writes.
+    let unit = |at: usize| -> Option<u32> {
+        (bytes.get(at) == Some(&b'\\') && bytes.get(at + 1) == Some(&b'u'))
+            .then(|| text.get(at + 2..at + 6).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit())))
+            .flatten()
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+    };
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+        let escape = at + found;
+        at = match unit(escape) {
+            Some(0xD800..=0xDBFF) if unit(escape + 6).is_some_and(|low| (0xDC00..=0xDFFF).contains(&low)) => escape + 12,
+            Some(0xD800..=0xDFFF) => return true,
+            Some(_) => escape + 6,
+            // Any other escape, `\\` among them: the escaped character is passed.
+            None => escape + 2,
+        };
+    }
+    false
+}
+
 /// The number tokens outside strings, as byte ranges. Malformed text is
 /// passed over: the decoder that follows says what is wrong with it.
 struct Numbers<'a> {
@@ -405,6 +434,16 @@ mod tests {
         let floats = r#"{"candidates":[{"embedding":[340282346638528860000000000000000000000,1e20],"confidence":1e300,"importance":2e53}],"queryEmbedding":[9007199254740993]}"#;
         assert!(matches!(numbers(floats).unwrap(), Cow::Borrowed(_)));
         assert!(numbers(r#"{"a":9007199254740991,"b":-9007199254740991,"c":9.007199254740991e15}"#).is_ok());
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_is_found_wherever_it_stands() {
+        for lone in [r#""\ud800""#, r#""\udc00""#, r#""\ud800x""#, r#""\ud800\u0041""#, r#""\udbff\udbff""#, r#"{"k\uDFFF":1}"#, r#""a\\\ud800""#] {
+            assert!(lone_surrogate(lone), "{lone}");
+        }
+        for fine in [r#""\ud83d\ude00""#, r#""\\ud800""#, r#""\u0041\n""#, r#""ud800""#, "\"\\", r#""\ud8""#, r#""\u00e9\uD83D\uDE00""#] {
+            assert!(!lone_surrogate(fine), "{fine}");
+        }
     }
 
     #[test]

@@ -496,6 +496,20 @@ fn f21_a_float_field_takes_any_finite_value_and_an_integer_field_names_the_one_i
 }
 
 #[test]
+fn f21_a_lone_surrogate_is_one_answer_however_it_arrives() {
+    // Escaped, as JavaScript's and Python's JSON writers send one.
+    let mut store = MemStore::default();
+    for escaped in [r"\ud800", r"\udc00", r"\ud800x", r"\ud800\u0041", r"\udbff\udbff"] {
+        let text = format!(r#"{{"schemaVersion":1,"sessionId":"s{escaped}"}}"#);
+        let err = Kernel::default().call(&mut store, Command::ReadEvents, &text).unwrap_err();
+        assert_eq!((err.code, err.message.as_str()), (ErrorCode::InvalidRequest, "the request is not valid Unicode: it holds a lone surrogate"), "{escaped}");
+    }
+    // A well-formed pair is a character.
+    let err = Kernel::default().call(&mut store, Command::ReadEvents, r#"{"schemaVersion":1,"sessionId":"s\ud83d\ude00"}"#).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound, "{}", err.message);
+}
+
+#[test]
 fn f22_a_stale_digest_is_named() {
     let mut store = user_session(&["hello"]);
     let mut conv = Conv::new();

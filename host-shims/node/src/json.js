@@ -14,13 +14,13 @@ const LONG_DIGITS = /\d{16}/;
 /** JSON text to values without loss: integers beyond 2^53 − 1 come back as BigInts. */
 export const parseJson = (text) => (LONG_DIGITS.test(text) ? parseLossless(text, null, parseNumber) : JSON.parse(text));
 
-/** Values to JSON text without loss: BigInts are written as integers. */
-export function stringifyJson(value) {
+/** Values to JSON text without loss: BigInts are written as integers. `replacer` as JSON.stringify's. */
+export function stringifyJson(value, replacer) {
   try {
-    return JSON.stringify(value);
+    return JSON.stringify(value, replacer);
   } catch (e) {
     // JSON.stringify refuses a BigInt with a TypeError; only then pay for the slower writer.
-    if (e instanceof TypeError) return stringifyLossless(value);
+    if (e instanceof TypeError) return stringifyLossless(value, replacer);
     throw e;
   }
 }

@@ -39,12 +39,20 @@ const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content',
 /** What every host answers when the kernel traps (the trap's own text differs per engine). */
 const TRAPPED = 'the kernel trapped; the call was rolled back';
 
+/** JSON.stringify writes NaN and Infinity as null; refuse them, as every host does. */
+function finite(key, value) {
+  if (typeof value === 'number' && !Number.isFinite(value)) {
+    throw new KernelError('invalid-request', 'the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry');
+  }
+  return value;
+}
+
 /**
  * A request as the kernel gets it: text as given, an object as JSON. The
  * encoder would replace a lone surrogate with U+FFFD; refuse it instead.
  */
 function requestText(request) {
-  const text = typeof request === 'string' ? request : stringifyJson(request);
+  const text = typeof request === 'string' ? request : stringifyJson(request, finite);
   if (!text.isWellFormed()) throw new KernelError('invalid-request', 'the request is not valid Unicode: it holds a lone surrogate');
   return text;
 }

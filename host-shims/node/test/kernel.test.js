@@ -116,8 +116,20 @@ test('requests and answers keep every integer: text verbatim, BigInts written as
 
 test('a lone surrogate is an invalid request, not replaced by U+FFFD', () => {
   const kernel = new Kernel(new MemoryStore());
-  assert.throws(() => kernel.call('info', '{"schemaVersion":1,"x":"\ud800"}'),
-    (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request is not valid Unicode: it holds a lone surrogate');
+  const refused = (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request is not valid Unicode: it holds a lone surrogate';
+  assert.throws(() => kernel.call('info', '{"schemaVersion":1,"x":"\ud800"}'), refused);
+  // In an object, JSON.stringify escapes it; the kernel gives the same answer.
+  for (const lone of ['\ud800', '\udc00', 'a\ud800b']) {
+    assert.throws(() => kernel.call('read-events', { schemaVersion: 1, sessionId: lone }), refused);
+  }
+});
+
+test('a number that is not finite is refused, not written as null', () => {
+  const kernel = new Kernel(new MemoryStore());
+  for (const value of [NaN, Infinity, -Infinity]) {
+    assert.throws(() => kernel.call('read-events', { schemaVersion: 1, sessionId: 's', afterSeq: value }),
+      (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry');
+  }
 });
 
 test('put-content and get-content take request text as given', () => {

@@ -157,6 +157,19 @@ def test_a_lone_surrogate_is_an_invalid_request():
     with pytest.raises(KernelError) as raised:
         kernel.call("info", '{"schemaVersion":1,"x":"\ud800"}')
     assert (raised.value.code, raised.value.message) == ("invalid-request", "the request is not valid Unicode: it holds a lone surrogate")
+    # In an object, json.dumps escapes it; the kernel gives the same answer.
+    for lone in ["\ud800", "\udc00", "a\ud800b"]:
+        with pytest.raises(KernelError) as raised:
+            kernel.read_events({"schemaVersion": 1, "sessionId": lone})
+        assert (raised.value.code, raised.value.message) == ("invalid-request", "the request is not valid Unicode: it holds a lone surrogate")
+
+
+def test_a_number_that_is_not_finite_is_refused():
+    kernel = Kernel(MemoryStore())
+    for value in [float("nan"), float("inf"), float("-inf")]:
+        with pytest.raises(KernelError) as raised:
+            kernel.read_events({"schemaVersion": 1, "sessionId": "s", "afterSeq": value})
+        assert (raised.value.code, raised.value.message) == ("invalid-request", "the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry")
 
 
 def test_a_trap_is_one_fixed_internal_error_and_the_instance_is_replaced():

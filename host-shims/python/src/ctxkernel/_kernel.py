@@ -48,8 +48,14 @@ TRAPPED = "the kernel trapped; the call was rolled back"
 
 
 def _text(request: Union[str, dict]) -> bytes:
-    """A request as UTF-8: text as given, an object as JSON."""
-    text = request if isinstance(request, str) else json.dumps(request)
+    """A request as UTF-8: text as given, an object as JSON (NaN and Infinity
+    refused, as every host does: json writes them as no JSON reader reads)."""
+    try:
+        text = request if isinstance(request, str) else json.dumps(request, allow_nan=False)
+    except ValueError as e:
+        if not str(e).startswith("Out of range float values"):
+            raise
+        raise KernelError("invalid-request", "the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry") from e
     try:
         return text.encode()
     except UnicodeEncodeError as e:

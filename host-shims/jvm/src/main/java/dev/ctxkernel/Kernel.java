@@ -2,6 +2,8 @@ package dev.ctxkernel;
 
 import com.dylibso.chicory.wasm.ChicoryException;
 import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.json.JsonWriteFeature;
@@ -51,6 +53,8 @@ public final class Kernel {
                             .maxNumberLength(Integer.MAX_VALUE)
                             .build())
                     .build())
+            // A tree keeps a BigDecimal as written (`1.50`, not `1.5`).
+            .configure(JsonNodeFeature.STRIP_TRAILING_BIGDECIMAL_ZEROES, false)
             .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
             .disable(JsonWriteFeature.WRITE_HEX_UPPER_CASE)
             .build();
@@ -156,12 +160,33 @@ public final class Kernel {
     }
 
     /** A request as text: a string as given, anything else as JSON. */
+    /** A request as the kernel gets it: text as given, an object as JSON (NaN and Infinity refused, as every host does). */
     private static String text(Object request) {
+        if (request instanceof String s) {
+            return s;
+        }
         try {
-            return request instanceof String s ? s : JSON.writeValueAsString(request);
+            JsonNode tree = JSON.valueToTree(request);
+            if (!finite(tree)) {
+                throw new KernelException(ErrorCode.INVALID_REQUEST, "the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry", "{}", null);
+            }
+            return JSON.writeValueAsString(tree);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
+    }
+
+    /** False when a number in the tree is NaN or infinite. */
+    private static boolean finite(JsonNode node) {
+        if (node.isFloatingPointNumber()) {
+            return Double.isFinite(node.doubleValue());
+        }
+        for (JsonNode child : node) {
+            if (!finite(child)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** UTF-8 would turn a lone surrogate into {@code ?}; refuse it instead. */

@@ -167,6 +167,31 @@ class KernelTest {
         KernelException e = assertThrows(KernelException.class, () -> new Kernel().call("info", "{\"schemaVersion\":1,\"x\":\"\ud800\"}"));
         assertEquals(ErrorCode.INVALID_REQUEST, e.code());
         assertEquals("invalid-request: the request is not valid Unicode: it holds a lone surrogate", e.getMessage());
+        // In an object too.
+        for (String lone : List.of("\ud800", "\udc00", "a\ud800b")) {
+            KernelException o = assertThrows(KernelException.class, () -> new Kernel().readEvents(Map.of("schemaVersion", 1, "sessionId", lone)));
+            assertEquals("invalid-request: the request is not valid Unicode: it holds a lone surrogate", o.getMessage());
+        }
+    }
+
+    @Test
+    void aRequestObjectIsWrittenAsItsValuesAre() throws Exception {
+        // Through the tree that finds NaN: a BigDecimal keeps its spelling.
+        var request = new java.util.LinkedHashMap<String, Object>();
+        request.put("b", new java.math.BigDecimal("1.50"));
+        request.put("a", new java.math.BigDecimal("100"));
+        request.put("c", 0.1);
+        var text = Kernel.JSON.writeValueAsString(Kernel.JSON.valueToTree(request));
+        assertEquals(Kernel.JSON.writeValueAsString(request), text);
+    }
+
+    @Test
+    void aNumberThatIsNotFiniteIsRefused() {
+        for (double value : new double[] {Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY}) {
+            KernelException e = assertThrows(KernelException.class,
+                    () -> new Kernel().readEvents(Map.of("schemaVersion", 1, "sessionId", "s", "afterSeq", value)));
+            assertEquals("invalid-request: the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry", e.getMessage());
+        }
     }
 
     @Test
