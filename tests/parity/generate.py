@@ -822,6 +822,13 @@ fixture("runner-unresolved-references", "A $ref to a missing step, to an error's
          {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "+0#/kernel/name"}}},
          {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/01"}}},
          {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/1"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0000000000#/kernel/name"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/length"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "9" * 5000 + "#/x"}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/commands/" + "1" * 5000}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/kernel/name", "format": ""}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": "0#/kernel/name", "format": 5}}},
+         {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": {"$ref": 0}}},
          {"command": "info", "request": {"schemaVersion": 1, LONG_NAME: 1}},
          {"command": "info", "request": {"schemaVersion": 1}}])
 

@@ -33,7 +33,7 @@ function resolve(value, responses) {
   if (Array.isArray(value)) return value.map((v) => resolve(v, responses));
   if (value && typeof value === 'object') {
     if ('$ref' in value) {
-      const reference = String(value.$ref);
+      const reference = typeof value.$ref === 'string' ? value.$ref : '';
       const at = reference.indexOf('#');
       const step = reference.slice(0, at);
       let found = at > 0 && /^[0-9]+$/.test(step) ? responses[Number(step)] : undefined;
@@ -41,11 +41,14 @@ function resolve(value, responses) {
       if (found === null || found === undefined || at < 0 || (pointer !== '' && !pointer.startsWith('/'))) throw new Unresolved(reference);
       for (const part of pointer === '' ? [] : pointer.split('/').slice(1)) {
         const key = part.replaceAll('~1', '/').replaceAll('~0', '~');
-        if (!own(found, key)) throw new Unresolved(reference);
+        // An array's members are its indices only (not `length`), written without a leading zero.
+        const member = Array.isArray(found) ? /^(0|[1-9][0-9]*)$/.test(key) && Number(key) < found.length : own(found, key);
+        if (!member) throw new Unresolved(reference);
         found = found[key];
       }
-      // Every `{}` of the format is filled, as every host's runner does.
-      return value.format ? value.format.replaceAll('{}', () => (typeof found === 'string' ? found : stringifyJson(found))) : found;
+      // Only a string is a format; every `{}` of it is filled, as every host's runner does.
+      if (typeof value.format !== 'string') return found;
+      return value.format.replaceAll('{}', () => (typeof found === 'string' ? found : stringifyJson(found)));
     }
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolve(v, responses)]));
   }

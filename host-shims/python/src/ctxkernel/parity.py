@@ -30,8 +30,10 @@ class _Unresolved(Exception):
 
 
 def _index(part: str) -> Optional[int]:
-    """A JSON Pointer array index: digits, no leading zero."""
-    return int(part) if part.isascii() and part.isdigit() and (part == "0" or not part.startswith("0")) else None
+    """A JSON Pointer array index: digits, no leading zero (and none longer
+    than any array)."""
+    canonical = part.isascii() and part.isdigit() and (part == "0" or not part.startswith("0"))
+    return int(part) if canonical and len(part) <= 18 else None
 
 
 def _resolve(value: Any, responses: list) -> Any:
@@ -39,22 +41,23 @@ def _resolve(value: Any, responses: list) -> Any:
         return [_resolve(v, responses) for v in value]
     if isinstance(value, dict):
         if "$ref" in value:
-            reference = str(value["$ref"])
+            reference = value["$ref"] if isinstance(value["$ref"], str) else ""
             step, hash_, pointer = reference.partition("#")
-            at = int(step) if step.isascii() and step.isdigit() else None
+            digits = step.lstrip("0") or "0"
+            at = int(digits) if step.isascii() and step.isdigit() and len(digits) <= 18 else None
             found = responses[at] if at is not None and at < len(responses) else None
             if found is None or not hash_ or (pointer and not pointer.startswith("/")):
                 raise _Unresolved(reference)
             for part in pointer.split("/")[1:] if pointer else []:
                 part = part.replace("~1", "/").replace("~0", "~")
-                index = _index(part)
                 if isinstance(found, dict) and part in found:
                     found = found[part]
-                elif isinstance(found, list) and index is not None and index < len(found):
+                elif isinstance(found, list) and (index := _index(part)) is not None and index < len(found):
                     found = found[index]
                 else:
                     raise _Unresolved(reference)
-            if "format" in value:
+            # Only a string is a format.
+            if isinstance(value.get("format"), str):
                 return value["format"].replace("{}", found if isinstance(found, str) else _json(found))
             return found
         return {k: _resolve(v, responses) for k, v in value.items()}

@@ -85,12 +85,13 @@ public final class Parity {
         }
         if (value.isObject()) {
             if (value.has("$ref")) {
-                String reference = value.get("$ref").asText();
+                String reference = value.get("$ref").isTextual() ? value.get("$ref").asText() : "";
                 String[] ref = reference.split("#", 2);
                 if (ref.length < 2 || !ref[0].matches("[0-9]+") || (!ref[1].isEmpty() && !ref[1].startsWith("/"))) {
                     throw new Unresolved(reference);
                 }
-                int step = ref[0].length() > 9 ? Integer.MAX_VALUE : Integer.parseInt(ref[0]);
+                String digits = ref[0].replaceFirst("^0+(?=.)", "");
+                int step = digits.length() > 9 ? Integer.MAX_VALUE : Integer.parseInt(digits);
                 JsonNode response = step < responses.size() ? responses.get(step) : null;
                 JsonNode found;
                 try {
@@ -101,8 +102,8 @@ public final class Parity {
                 if (found == null || found.isMissingNode()) {
                     throw new Unresolved(reference);
                 }
-                if (value.has("format")) {
-                    // Every `{}` of the format is filled.
+                if (value.path("format").isTextual()) {
+                    // Only a string is a format; every `{}` of it is filled.
                     return TextNode.valueOf(value.get("format").asText().replace("{}", found.isTextual() ? found.asText() : found.toString()));
                 }
                 return found;
