@@ -58,7 +58,8 @@ pub enum ProblemKind {
     /// A scope, slot or fingerprint entry whose memory is not live, or that
     /// its memory does not have.
     DanglingLink,
-    /// A live memory's scope, slot or fingerprint entry is missing.
+    /// A live memory's scope or slot entry is missing (a fingerprint entry
+    /// may have moved on to a newer memory with the same words).
     MissingLink,
     /// A term vector or embedding of a memory that is not live.
     DanglingIndexEntry,
