@@ -305,9 +305,14 @@ fn a_deleted_fact_is_fenced_in_other_spellings_languages_and_embeddings() {
         err.message
     };
     // Another spelling of the same words.
-    for variant in ["My favorite color is teal", "my FAVORITE colour is teal!", "My favourite color is teal"] {
-        assert!(fenced(&mut store, candidate(variant, 2, None)).contains("deleted"));
+    // Look-alike letters (Cyrillic `о`) and full-width forms included.
+    for variant in ["My favorite color is teal", "my FAVORITE colour is teal!", "My favourite color is teal", "My favorite cоlor is teal", "My ｆavourite colour is teal"] {
+        assert!(fenced(&mut store, candidate(variant, 2, None)).contains("deleted"), "{variant}");
     }
+    // The fence is the scope's: the same words in another scope are another memory.
+    let mut elsewhere = candidate("My favorite color is teal", 2, Some([0.9, 0.1, 0.0]));
+    elsewhere["scopeId"] = json!("b");
+    propose(&mut store, elsewhere).unwrap_or_else(|e| panic!("another scope: {}", e.message));
     // The same fact in other words, drawn from the message it was drawn from.
     for other in ["我的经理是Dana", "Dana manages the user", "經理：Dana"] {
         assert!(fenced(&mut store, candidate(other, 1, None)).contains("same message"), "{other}");
