@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs demo test examples bench eval fuzz clean
+.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs parity-stress demo test examples bench eval fuzz clean
 
 help:
 	@echo "make demo   build, then replay a recorded 300-turn agent session through the kernel on every host"
@@ -115,6 +115,16 @@ parity-runs:
 	$(PY) -m ctxkernel.parity --out $(PARITY_RUNS)/python --read $(PARITY_RUNS)/node $(FIXTURES)
 	java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(PARITY_RUNS)/jvm --read $(PARITY_RUNS)/python $(FIXTURES)
 
+# The same fixtures on every host again while other processes load every core: twice
+# each, and five times on the JVM, whose optimizing compiler works to its own timing.
+STRESS := python3 tests/parity/stress.py --runs build/parity-stress --reps 2
+parity-stress:
+	@rm -rf build/parity-stress
+	$(STRESS) --host rust -- $(CTXK) parity --out {out} $(FIXTURES)
+	$(STRESS) --host node -- node $(NODE)/scripts/parity.js --out {out} $(FIXTURES)
+	$(STRESS) --host python -- $(PY) -m ctxkernel.parity --out {out} $(FIXTURES)
+	$(STRESS) --reps 5 --host jvm -- java -cp $(JAVA_CP) dev.ctxkernel.Parity --out {out} $(FIXTURES)
+
 # The Rust tests build `ctxk` themselves (with their own feature set), so
 # this depends on the component only: one wasmtime build, not two.
 test: component node python jvm
@@ -125,6 +135,7 @@ test: component node python jvm
 	$(MAKE) --no-print-directory examples
 	@# `cargo test` built ctxk; reuse it rather than building wasmtime again.
 	$(MAKE) --no-print-directory parity-check
+	$(MAKE) --no-print-directory parity-stress
 
 # Each example on its host, with its own runner (the hosts are built by `test`).
 examples:

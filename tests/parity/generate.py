@@ -617,6 +617,16 @@ fixture("hostile-unicode", "Line and paragraph separators, NEL, bidi controls, z
            text_step("compact-context", '{"model":{"profile":"m","reservedOutput":0,"safetyMargin":0,"window":8192},"now":"2026-06-01T09:10:00Z",'
                      '"schemaVersion":1,"sessionId":"hostile","sink":"model:test","strategy":"vt\\u000b nul\\u0000 ls\u2028 bidi\u202e"}')])
 
+# Runs long enough that a host's JIT compiles the estimator while it is inside one of them, each sized so that
+# one character more or less changes the estimate: a Latin word of 2^20 letters (314 572 000 thousandths exactly),
+# 600 000 digits and 200 000 CJK characters.
+LONG_RUNS = ["a" * 1048575 + "\u00e9", "7" * 600000, "\u4e0a" * 200000]
+long_runs = [Session(f"long-{i}") for i in range(len(LONG_RUNS))]
+for session, text in zip(long_runs, LONG_RUNS):
+    session.user(text)
+fixture("hostile-long-runs", "Single runs of a megabyte: each estimate sits on a boundary that one character more or less crosses.",
+        [append(session, sid=session.sid) for session in long_runs] + [plan(1 << 20, sid=session.sid) for session in long_runs])
+
 fixture("hostile-numbers", "Number spellings and edges sent verbatim: integral floats, negative zero, exponents, 2^53 ± 1, 2^64 − 1, "
         "negative unsigned values, an oversized schemaVersion, 1e308 and -0.0.",
         [append(odd, sid="hostile")]
