@@ -17,8 +17,9 @@
 //! or more whole sentences of that message (after a lead-in such as
 //! "remember that" or "记住"), of at least two words, spelled as the user
 //! spelled them, and neither negated by what bears on it nor taken back
-//! afterwards (see [`grounds`]): "deploy on Fridays" is not grounded by "Do
-//! not deploy on Fridays, ever." nor by "Deploy on Fridays. Just kidding.",
+//! afterwards, nor asked (see [`grounds`]): "deploy on Fridays" is not
+//! grounded by "Do not deploy on Fridays, ever.", "Deploy on Fridays. Just
+//! kidding." or "We deploy on Fridays?",
 //! while "I totally agree. It's not always easy." grounds its first sentence.
 
 use crate::contracts::{check_id, AuthorityKind, MemoryRecord, Origin, Trust};
@@ -163,6 +164,10 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
         return Err("the claim is not whole sentences of the user's latest message".into());
     };
     spelled_as_said(message, claim)?;
+    let request = |s: &Sentence| s.words.first().is_some_and(|w| matches!(w.as_str(), "can" | "could" | "would")) && strip_lead_in_all(&s.words).len() < s.words.len();
+    if sentences[run.clone()].iter().enumerate().any(|(i, s)| s.asks && !(i == 0 && request(s))) {
+        return Err("the user asks it (a question mark), and a question states nothing".into());
+    }
     let claimed: Vec<&String> = sentences[run.clone()].iter().flat_map(|s| &s.words).collect();
     let bare = |s: &Sentence, also: &dyn Fn(&String) -> bool| {
         s.negation.is_some()
@@ -187,11 +192,28 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
         return Err("the user takes it back (a sarcasm marker)".into());
     }
     if let Some(after) = sentences[run.end..].iter().find(said) {
+        if after.asks && is_tag_question(&after.words) {
+            return Err(format!("the user asks whether it holds (`{}?`)", after.words.join(" ")));
+        }
         if after.answers_no || bare(after, &|w| claimed.contains(&w)) {
             return Err(format!("the sentence after it negates it (`{}`)", after.negation.as_deref().unwrap_or(&after.words[0])));
         }
     }
     Ok(())
+}
+
+/// What a user adds to a statement to ask whether it holds: "We deploy on
+/// Fridays. Right?"
+const TAG_QUESTIONS: &[&str] = &[
+    "right", "correct", "is that right", "is that correct", "is that true", "true", "really", "yes", "no", "ok", "okay", "isn't it",
+    "don't we", "didn't we", "aren't we", "or not", "n'est-ce pas", "non", "c'est ça", "verdad", "no es así", "oder", "nicht wahr",
+    "stimmt's", "stimmt das", "né", "certo", "vero", "toch", "правда", "да", "对吧", "对吗", "是吗", "對吧", "對嗎", "是嗎", "吗", "嗎",
+    "でしょう", "ですよね", "よね", "そうですか", "맞죠", "맞나요", "그렇죠",
+];
+
+fn is_tag_question(words: &[String]) -> bool {
+    static FOLDED: OnceLock<Vec<Vec<String>>> = OnceLock::new();
+    FOLDED.get_or_init(|| TAG_QUESTIONS.iter().map(|t| tokens(t)).collect()).iter().any(|tag| tag[..] == words[..])
 }
 
 /// Direction overrides, embeddings and isolates: a message holding one may
@@ -431,6 +453,9 @@ const LEAD_INS: &[&str] = &[
     "for the record", "for this project", "for this workspace", "for this repo", "for this repository", "for later",
     "i want you to remember that", "from now on", "don't forget that", "don't forget", "do not forget that", "do not forget",
     "never forget that",
+    // A request put as a question: its question mark asks nothing about the claim.
+    "can you remember that", "could you remember that", "would you remember that", "can you note that", "could you note that",
+    "can you keep in mind that", "could you keep in mind that", "would you keep in mind that",
     // Chinese, Japanese, Korean
     "请记住", "請記住", "记住", "記住", "记得", "記得", "记一下", "記一下", "备注", "備註", "注意", "另外", "更正", "纠正", "以后",
     "覚えておいて", "覚えて", "メモ", "訂正", "기억해 줘", "기억해줘", "기억해", "참고로", "정정",
@@ -454,6 +479,8 @@ struct Sentence {
     sarcastic: bool,
     /// It opens with "No," or the like (see [`answers_no`]).
     answers_no: bool,
+    /// It ends with a question mark: it asks, and grounds nothing.
+    asks: bool,
 }
 
 /// Whether a `.` at byte `at` of `text` ends a sentence: not inside a number
@@ -479,33 +506,43 @@ fn sentences(text: &str) -> Vec<Sentence> {
     for (at, c) in text.char_indices() {
         let end = match c {
             '.' => ends_sentence(text, at),
-            '!' | '?' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' | '…' | '．' | '｡' => true,
+            // `?` and `!` inside a URL or a name (`/search?q=`, `Yahoo!Mail`) end nothing.
+            '!' | '?' => !text[at + 1..].chars().next().is_some_and(|n| n.is_ascii_alphanumeric() || matches!(n, '=' | '&' | '/' | '_')),
+            ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' | '…' | '．' | '｡' | '؟' | '⁇' | '⁈' | '⁉' | '‽' => true,
             _ => false,
         };
         if end {
-            pieces.push(&text[start..at]);
+            pieces.push((&text[start..at], c));
             start = at + c.len_utf8();
         }
     }
-    pieces.push(&text[start..]);
-    pieces
-        .into_iter()
-        .filter_map(|raw| {
-            let mut words = tokens(raw);
-            if let Some((before, after)) = raw.split_once([':', '：']) {
-                let intro = tokens(before);
-                if !intro.is_empty() && only_lead_ins(&intro) {
-                    words = tokens(after);
+    pieces.push((&text[start..], '.'));
+    let question = |end: char| matches!(end, '?' | '？' | '؟' | '⁇' | '⁈' | '⁉' | '‽');
+    let mut out: Vec<Sentence> = Vec::new();
+    for (raw, end) in pieces {
+        let mut words = tokens(raw);
+        if let Some((before, after)) = raw.split_once([':', '：']) {
+            let intro = tokens(before);
+            if !intro.is_empty() && only_lead_ins(&intro) {
+                words = tokens(after);
+            }
+        }
+        if words.is_empty() {
+            // A question mark after a closing quote or an abbreviation's dot
+            // (`…“Call me Ishmael.”?`, `the U.S.?`) asks the sentence before it.
+            if question(end) {
+                if let Some(last) = out.last_mut() {
+                    last.asks = true;
                 }
             }
-            if words.is_empty() {
-                return None;
-            }
-            let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| cjk_negation(raw));
-            let retraction = retraction_in(raw, &words);
-            Some(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw) })
-        })
-        .collect()
+            continue;
+        }
+        let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| cjk_negation(raw));
+        let retraction = retraction_in(raw, &words);
+        let asks = question(end) || raw.trim_start().starts_with('¿');
+        out.push(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw), asks });
+    }
+    out
 }
 
 /// Whether the words are lead-ins and nothing else ("remember for this project").

@@ -43,6 +43,25 @@ fn a_retraction_takes_back_what_came_before_it() {
 }
 
 #[test]
+fn a_question_states_nothing() {
+    for claim in CLAIMS {
+        for message in [
+            format!("{claim}?"), format!("{claim}？"), format!("{claim}?!"), format!("¿{claim}?"), format!("Remember that {claim}?"),
+            format!("{claim}. Right?"), format!("{claim}. Is that right?"), format!("{claim}。对吧？"), format!("{claim}. Nicht wahr?"),
+        ] {
+            let why = grounds(&message, claim).unwrap_err();
+            assert!(why.contains("asks"), "{message:?}: {why}");
+        }
+        // A request put as a question, a question elsewhere, a question mark inside a link.
+        for message in [format!("Can you remember that {claim}?"), format!("Is it raining? {claim}."), format!("{claim}. Why do you ask?")] {
+            assert_eq!(grounds(&message, claim), Ok(()), "{message:?}");
+        }
+    }
+    let link = "Search with https://example.com/find?q=ledger&lang=en from now on.";
+    assert_eq!(grounds(link, "Search with https://example.com/find?q=ledger&lang=en"), Ok(()));
+}
+
+#[test]
 fn a_negation_vetoes_only_what_it_bears_on() {
     // Honest: another sentence negates something else.
     for (message, claim) in [
@@ -126,22 +145,27 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// Generated messages: filler sentences around a claim. The claim is
-    /// grounded unless a retraction follows it or a bare negation sits next
-    /// to it, whatever the filler says.
+    /// grounded unless a retraction follows it, a bare negation sits next to
+    /// it, or it is asked, whatever the filler says.
     #[test]
     fn grounding_follows_what_bears_on_the_claim(
         claim in prop::sample::select(CLAIMS.to_vec()),
         before in prop::collection::vec(prop::sample::select(vec!["It's not easy.", "I like tea.", "Thanks!", "We had a long week.", "天气不错。", "Nobody told me that."]), 0..3),
         after in prop::collection::vec(prop::sample::select(vec!["It's not easy.", "See you.", "Thanks!", "I never liked Mondays.", "明天见。"]), 0..3),
-        disguise in 0usize..4,
+        disguise in 0usize..6,
         retraction in prop::sample::select(RETRACTIONS.to_vec()),
     ) {
         let mut message = before.concat();
-        message.push_str(&format!(" Remember that {claim}."));
+        message.push_str(&format!(" Remember that {claim}"));
+        if disguise != 4 {
+            message.push('.');
+        }
         match disguise {
             1 => message.push_str(&format!(" {retraction}.")),
             2 => message.push_str(" No."),
             3 => message = message.replace(" Remember that ", " Don't. "),
+            4 => message.push('?'),
+            5 => message.push_str(" Right?"),
             _ => {}
         }
         message.push(' ');
@@ -153,8 +177,9 @@ proptest! {
 
 /// Sentences of a line of text as a writer ends them (a dot ends one unless
 /// it follows an initial or a short title such as `Dr`), of at least two
-/// words (three Han or kana characters): what a proposer would cite.
-fn sentences_of(line: &str) -> Vec<String> {
+/// words (three Han or kana characters): what a proposer would cite; each
+/// with whether it is a question.
+fn sentences_of(line: &str) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     let mut current = String::new();
     let mut chars = line.chars().peekable();
@@ -164,15 +189,21 @@ fn sentences_of(line: &str) -> Vec<String> {
         let word = current[..current.len() - c.len_utf8()].rsplit(' ').next().unwrap_or("");
         let title = word.chars().count() <= 3 && word.chars().next().is_some_and(char::is_uppercase)
             || ["etc", "vs", "e.g", "i.e"].contains(&word.trim_start_matches(|c: char| !c.is_alphanumeric()));
-        if matches!(c, '!' | '?' | '。' | '！' | '？') || c == '.' && next_blank && !title {
+        // A run of marks (`!?`) ends one sentence.
+        let more = chars.peek().is_some_and(|n| "!?。！？؟".contains(*n));
+        if !more && (matches!(c, '!' | '?' | '。' | '！' | '？' | '؟') || c == '.' && next_blank && !title) {
             out.push(std::mem::take(&mut current));
         }
     }
     out.push(current);
     let cjk = |c: char| matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{9FFF}');
     out.into_iter()
-        .map(|s| s.trim().trim_end_matches(['.', '!', '?', '。', '！', '？']).trim().to_string())
-        .filter(|s| s.split_whitespace().count() >= 2 || s.chars().filter(|c| cjk(*c)).count() >= 3)
+        .map(|s| {
+            // A question: its closing marks hold a question mark (`?`, `?!`, `؟!`), or it opens with `¿`.
+            let marks: String = s.trim_end().chars().rev().take_while(|c| "!?。！？؟.".contains(*c)).collect();
+            (s.trim().trim_end_matches(['.', '!', '?', '。', '！', '？', '؟']).trim().to_string(), marks.contains(['?', '？', '؟']) || s.trim_start().starts_with('¿'))
+        })
+        .filter(|(s, _)| s.split_whitespace().count() >= 2 || s.chars().filter(|c| cjk(*c)).count() >= 3)
         .collect()
 }
 
@@ -186,6 +217,7 @@ fn honest_conversation_is_grounded() {
     // don't." before a statement, Spanish "No puedo…"), so this is a floor
     // against regressions, not a held-out measure.
     let (mut total, mut refused, mut examples) = (0, 0, Vec::new());
+    let (mut questions, mut grounded_questions) = (0, Vec::new());
     for line in include_str!("data/conversations/chatterbot-corpus.jsonl").lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         let text = v["text"].as_str().unwrap();
@@ -193,7 +225,15 @@ fn honest_conversation_is_grounded() {
             // Code, not conversation.
             continue;
         }
-        for sentence in sentences_of(text) {
+        for (sentence, question) in sentences_of(text) {
+            if question {
+                // A question is no claim: it must not ground.
+                questions += 1;
+                if grounds(text, &sentence).is_ok() {
+                    grounded_questions.push(format!("{}: {sentence:?} in {text:?}", v["lang"]));
+                }
+                continue;
+            }
             total += 1;
             if let Err(why) = grounds(text, &sentence) {
                 refused += 1;
@@ -205,6 +245,8 @@ fn honest_conversation_is_grounded() {
     }
     let rate = refused as f64 / total as f64;
     println!("{refused} of {total} sentences refused ({:.2}%)\n{}", rate * 100.0, examples.join("\n"));
+    println!("{} of {questions} questions grounded", grounded_questions.len());
+    assert!(questions > 1_000 && grounded_questions.is_empty(), "{:?}", &grounded_questions[..grounded_questions.len().min(12)]);
     assert!(total > 10_000);
     assert!(rate <= 0.01, "{refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
 }
@@ -228,7 +270,8 @@ fn through_the_kernel_a_refusal_names_its_reason_and_changes_nothing() {
     for (message, claim, reason) in [
         ("Deploy on Fridays. Just kidding.", "Deploy on Fridays", "just kidding"),
         ("Remember that the cluster runs in Frankfurt.", "the cluster runs in Frаnkfurt", "spells"),
-        ("Deploy on Fridays? No.", "Deploy on Fridays", "negates"),
+        ("Deploy on Fridays. No.", "Deploy on Fridays", "negates"),
+        ("Deploy on Fridays?", "Deploy on Fridays", "asks"),
     ] {
         let mut store = session_saying(message);
         let before = store.entries.clone();

@@ -389,6 +389,92 @@ fn content_stored_as_utf16_is_read_as_its_text() {
     assert!(ctxkernel::secrets::detect_bytes(&plain).is_none());
 }
 
+/// Where a reader joins a wrapped token (the detector's rule, restated):
+/// past its first 16 characters, right after a prefix's separator, or after
+/// a key-like first part (a digit, `_` or `-` in it, or only capitals) with
+/// 16 more characters to come.
+fn wrap_points(token: &str) -> Vec<usize> {
+    (3..token.len())
+        .filter(|&cut| {
+            let (before, after) = token.split_at(cut);
+            let keyish = before.len() >= 4 && (before.contains(|c: char| c.is_ascii_digit() || c == '_' || c == '-') || before.bytes().all(|b| b.is_ascii_uppercase()));
+            before.len() >= 16 || before.ends_with(['_', '-']) || (keyish && after.len() >= 16)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A secret's longest token wrapped at any point a reader would join,
+    /// onto a next line that may be indented or quoted as in a reply.
+    #[test]
+    fn wrapped_tokens_are_read_joined(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(),
+        wrap in prop::sample::select(vec!["\n", "\r\n", "\n\n", "\n    ", "\n\t", "\n> ", "\n>> ", "\u{2028}", " \n"]),
+        quoted in any::<bool>()) {
+        let all: Vec<String> = secrets().into_iter().filter(|s| detect(s).is_some()).collect();
+        let secret = pick.get(&all);
+        let token = longest_token(secret);
+        let points = wrap_points(&secret[token.clone()]);
+        prop_assume!(token.len() >= 20 && !points.is_empty());
+        let cut = token.start + *at.get(&points);
+        let lead = if quoted { "> " } else { "" };
+        let wrapped = format!("{lead}{}{wrap}{}", &secret[..cut], &secret[cut..]);
+        prop_assert!(detect(&wrapped).is_some(), "{:?}", wrapped);
+    }
+}
+
+#[test]
+fn encoded_secrets_wrapped_over_lines_or_in_utf16_are_found() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let wrap = |encoded: &str, width: usize, sep: &str| {
+        encoded.as_bytes().chunks(width).map(|c| std::str::from_utf8(c).unwrap()).collect::<Vec<_>>().join(sep)
+    };
+    let hex = |s: &[u8]| s.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    // Long enough that the token crosses a line: a config file, MIME-encoded.
+    let config = format!("# deploy settings for the staging cluster, kept here for now\nregion = eu-west-1\nGITHUB_TOKEN={TOKEN}\n");
+    let utf16: Vec<u8> = format!("$env:GITHUB_TOKEN = '{TOKEN}'").encode_utf16().flat_map(u16::to_le_bytes).collect();
+    for text in [
+        wrap(&b64.encode(&config), 76, "\r\n"),
+        wrap(&b64.encode(&config), 64, "\n"),
+        format!("> {}", wrap(&b64.encode(&config), 76, "\n> ")),
+        format!("attachment:\n    {}", wrap(&b64.encode(&config), 76, "\n    ")),
+        wrap(&hex(config.as_bytes()), 32, "\n"),
+        format!("powershell -EncodedCommand {}", b64.encode(&utf16)),
+    ] {
+        assert!(detect(&text).is_some(), "{text:?}");
+    }
+    // Wrapped encodings of honest text and of random bytes stay unflagged.
+    let prose = "The planner keeps every tool call with its results and never drops the request the user waits on.\n".repeat(3);
+    let noise: Vec<u8> = (0..900u32).map(|i| (i * 7919 % 251) as u8).collect();
+    for text in [wrap(&b64.encode(&prose), 76, "\r\n"), wrap(&b64.encode(&noise), 76, "\n"), wrap(&hex(&noise), 32, "\n")] {
+        assert!(detect(&text).is_none(), "{text:?}: {:?}", detect(&text));
+    }
+}
+
+#[test]
+fn honest_lines_joined_by_a_wrap_stay_honest() {
+    // Consecutive lines of real conversation, as a reply quotes them or an
+    // editor indents them: joining wraps must not make a secret of prose.
+    let lines: Vec<String> = include_str!("data/conversations/chatterbot-corpus.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    for sep in ["\n", "\n> ", "\n    "] {
+        let flagged: Vec<String> = lines.windows(2).map(|w| format!("{}{sep}{}", w[0], w[1])).filter(|t| detect(t).is_some()).collect();
+        assert!(flagged.is_empty(), "{} false positives joined by {sep:?}: {:?}", flagged.len(), &flagged[..flagged.len().min(5)]);
+    }
+    for text in [
+        "commit 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b\n> Thanks, merged.",
+        "see src/billing/tax_rates_2024_v2.rs\nand the tests next to it",
+        "AKIA is the prefix of an access key id\nnot a key itself",
+        "well-\nknown issue, sk_live_ keys must never be logged",
+    ] {
+        assert!(detect(text).is_none(), "{text:?}: {:?}", detect(text));
+    }
+}
+
 #[test]
 fn combined_disguises_and_padded_bytes_are_still_read() {
     let marked: String = TOKEN.chars().enumerate().flat_map(|(i, c)| if i % 8 == 7 { vec![c, '\u{301}'] } else { vec![c] }).collect();

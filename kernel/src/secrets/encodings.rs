@@ -12,6 +12,10 @@ use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
 const MIN_BASE64: usize = 24;
 /// Shortest hex run decoded: 16 bytes.
 const MIN_HEX: usize = 32;
+/// Shortest line of a run wrapped over lines: a hex dump's 16 bytes.
+const MIN_WRAPPED_LINE: usize = 32;
+/// Most characters between one line of a run and the next.
+const WRAP_GAP: usize = 12;
 /// Most bytes decoded for one text; a text of encoded text beyond this is
 /// read only up to it.
 const MAX_DECODED: usize = 4 << 20;
@@ -25,21 +29,8 @@ pub(super) fn texts_of(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, str>> {
     if let Ok(text) = std::str::from_utf8(bytes) {
         texts.push(text.into());
     }
-    let zeros = |at: usize| bytes.iter().skip(at).step_by(2).filter(|&&b| b == 0).count();
-    let half = bytes.len() / 2;
-    let utf16 = match bytes {
-        [0xFF, 0xFE, rest @ ..] => Some((rest, true)),
-        [0xFE, 0xFF, rest @ ..] => Some((rest, false)),
-        _ if half > 0 && bytes.contains(&0) => match (zeros(1) * 5 >= half * 4, zeros(0) * 5 >= half * 4) {
-            (true, false) => Some((bytes, true)),
-            (false, true) => Some((bytes, false)),
-            _ => None,
-        },
-        _ => None,
-    };
-    if let Some((body, little)) = utf16 {
-        let units = body.chunks_exact(2).map(|p| if little { u16::from_le_bytes([p[0], p[1]]) } else { u16::from_be_bytes([p[0], p[1]]) });
-        texts.push(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect::<String>().into());
+    if let Some(text) = utf16(bytes) {
+        texts.push(text.into());
     }
     if texts.is_empty() {
         // Neither: read what is text in it (a Latin-1 file, a log with a
@@ -49,29 +40,74 @@ pub(super) fn texts_of(bytes: &[u8]) -> Vec<std::borrow::Cow<'_, str>> {
     texts
 }
 
-/// The texts that base64 and hex runs in `text` decode to, in order.
+/// What `bytes` read as in UTF-16, when they have a byte-order mark or look
+/// like UTF-16 (a zero in most even or most odd bytes).
+fn utf16(bytes: &[u8]) -> Option<String> {
+    let zeros = |at: usize| bytes.iter().skip(at).step_by(2).filter(|&&b| b == 0).count();
+    let half = bytes.len() / 2;
+    let (body, little) = match bytes {
+        [0xFF, 0xFE, rest @ ..] => (rest, true),
+        [0xFE, 0xFF, rest @ ..] => (rest, false),
+        _ if half > 0 && bytes.contains(&0) => match (zeros(1) * 5 >= half * 4, zeros(0) * 5 >= half * 4) {
+            (true, false) => (bytes, true),
+            (false, true) => (bytes, false),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let units = body.chunks_exact(2).map(|p| if little { u16::from_le_bytes([p[0], p[1]]) } else { u16::from_be_bytes([p[0], p[1]]) });
+    Some(char::decode_utf16(units).map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)).collect())
+}
+
+/// Characters of a base64 or hex run.
+fn encoded_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+}
+
+/// The texts that base64 and hex runs in `text` decode to, in order. A run
+/// wrapped over lines (MIME's 76 columns, PEM's 64, a hex dump's, indented
+/// or quoted with `>`) is one run: a line of at least [`MIN_WRAPPED_LINE`]
+/// characters, a multiple of 4, joins the next. What a run decodes to is
+/// read as UTF-8 or, failing that, as UTF-16 (a PowerShell
+/// `-EncodedCommand`, a .NET string's bytes).
 pub(super) fn decoded(text: &str) -> Vec<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
     let mut budget = MAX_DECODED;
     let mut i = 0;
     while i < bytes.len() && budget > 0 {
-        let run = bytes[i..].iter().take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')).count();
-        if run == 0 {
+        let mut word = Vec::new();
+        loop {
+            let run = bytes[i..].iter().take_while(|&&b| encoded_char(b)).count();
+            word.extend_from_slice(&bytes[i..i + run]);
+            i += run;
+            if run < MIN_WRAPPED_LINE || run % 4 != 0 {
+                break;
+            }
+            // `=` padding ends a run; a line break, indentation and quote marks go on to the next line.
+            let gap = bytes[i..].iter().take(WRAP_GAP).take_while(|b| matches!(b, b'\r' | b'\n' | b' ' | b'\t' | b'>')).count();
+            if !bytes[i..i + gap].contains(&b'\n') || !bytes.get(i + gap).copied().is_some_and(encoded_char) {
+                break;
+            }
+            i += gap;
+        }
+        if word.is_empty() {
             i += 1;
             continue;
         }
-        let word = &bytes[i..i + run];
-        i += run;
-        let hex = run >= MIN_HEX && run % 2 == 0 && word.iter().all(u8::is_ascii_hexdigit);
+        let hex = word.len() >= MIN_HEX && word.len() % 2 == 0 && word.iter().all(u8::is_ascii_hexdigit);
         let decoded = if hex {
             word.chunks_exact(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).ok()).collect::<Option<Vec<u8>>>()
-        } else if run >= MIN_BASE64 {
-            STANDARD_NO_PAD.decode(word).or_else(|_| URL_SAFE_NO_PAD.decode(word)).ok()
+        } else if word.len() >= MIN_BASE64 {
+            STANDARD_NO_PAD.decode(&word).or_else(|_| URL_SAFE_NO_PAD.decode(&word)).ok()
         } else {
             None
         };
-        if let Some(text) = decoded.and_then(|d| String::from_utf8(d).ok()).filter(|t| readable(t)) {
+        let text = decoded.and_then(|d| {
+            let utf8 = std::str::from_utf8(&d).ok().filter(|t| readable(t)).map(str::to_owned);
+            utf8.or_else(|| utf16(&d).filter(|t| readable(t)))
+        });
+        if let Some(text) = text {
             budget = budget.saturating_sub(text.len());
             out.push(text);
         }

@@ -21,8 +21,11 @@
 //! from a neighbouring character of another script. So a token split by
 //! U+200B, written in fullwidth letters, or written straight against Chinese
 //! text (`密钥是sk_live_…请保存`) reads as the token between word boundaries,
-//! as the rules (written for ASCII text) expect. A text whose long token is
-//! wrapped onto the next line is read a second time with the wrap joined.
+//! as the rules (written for ASCII text) expect. A text whose token is
+//! wrapped onto the next line (after its first 16 characters, after a
+//! prefix such as `sk_live_`, or after a key's first part with 16 more
+//! characters to come; the next line may be indented or quoted with `>`) is
+//! read a second time with the wrap joined.
 //! Base64 and hex runs that decode to text are read too, and stored bytes in
 //! UTF-16 are read as the text they hold (see `encodings`).
 //!
@@ -87,19 +90,92 @@ fn read(text: &str) -> Option<Finding> {
     })
 }
 
-/// The shortest run of token characters a wrap is joined after: a token
-/// wrapped by an editor or a terminal is long, a word ending a line is not
-/// (nor a log line's last field, `tokens_out=456`, which keeps a log to one
-/// reading). A token wrapped within its first 16 characters is not joined.
+/// The shortest run of token characters a wrap is joined after, whatever
+/// follows: a token wrapped by an editor or a terminal is long, a word ending
+/// a line is not (nor a log line's last field, `tokens_out=456`, which keeps
+/// a log to one reading).
 const WRAPPED_RUN: usize = 16;
+
+/// Most characters between a wrap and the token's next part: more breaks,
+/// the indentation of the next line and a reply's `>` quote marks.
+const WRAP_GAP: usize = 12;
+
+/// The token characters before a line break, as far as a wrap needs to know.
+#[derive(Default)]
+struct Run {
+    len: usize,
+    /// It has a digit, `_` or `-`, or only capitals: a key's prefix or part
+    /// (`ghp_Qx7`, `AKIA`), not a word ending a line.
+    keyish: bool,
+    capitals: bool,
+    last: char,
+}
+
+impl Run {
+    fn push(&mut self, c: char) {
+        let c = fold_fullwidth(c);
+        if self.len == 0 {
+            *self = Run { capitals: true, ..Run::default() };
+        }
+        self.len += 1;
+        self.keyish |= c.is_ascii_digit() || matches!(c, '_' | '-');
+        self.capitals &= c.is_ascii_uppercase();
+        self.last = c;
+    }
+
+    /// Whether a break after this run, followed by `after` token characters
+    /// (counted up to [`WRAPPED_RUN`]), splits one token: the run is long, or
+    /// ends in a prefix's separator (`sk_live_`, `xoxb-`), or is a key's part
+    /// and a long run follows.
+    fn wraps(&self, after: usize) -> bool {
+        after > 0
+            && (self.len >= WRAPPED_RUN
+                || (self.len >= 3 && matches!(self.last, '_' | '-'))
+                || (self.len >= 4 && (self.keyish || self.capitals) && after >= WRAPPED_RUN))
+    }
+}
+
+/// Where the token goes on when `first`, the character after it, starts a
+/// wrap: the byte offset in `rest` (the text after `first`) of its next
+/// character, past at most [`WRAP_GAP`] breaks, spaces and quote marks with
+/// a line break among them (spaces may trail the line), and how many token
+/// characters follow (up to [`WRAPPED_RUN`]). None when it is no wrap.
+fn continuation(first: char, rest: &str) -> Option<(usize, usize)> {
+    let gap_char = |c: char, broke: bool| soft_break(c) || matches!(c, ' ' | '\t') || (broke && c == '>');
+    let mut broke = soft_break(first);
+    if !gap_char(first, broke) {
+        return None;
+    }
+    let mut gap = 1;
+    for (at, c) in rest.char_indices() {
+        if is_invisible(c) {
+            continue;
+        }
+        if token_char(c) {
+            let after = rest[at..].chars().filter(|c| !is_invisible(*c)).take_while(|c| token_char(*c)).take(WRAPPED_RUN).count();
+            return broke.then_some((at, after));
+        }
+        broke |= soft_break(c);
+        gap += 1;
+        if gap > WRAP_GAP || !gap_char(c, broke) {
+            return None;
+        }
+    }
+    None
+}
+
+/// Fullwidth forms as the ASCII they fold to.
+fn fold_fullwidth(c: char) -> char {
+    match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        _ => c,
+    }
+}
 
 /// Characters of a token: what keys, passwords and their encodings are made
 /// of, in ASCII or in fullwidth forms (which fold to ASCII).
 fn token_char(c: char) -> bool {
-    let ascii = match c {
-        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-        _ => c,
-    };
+    let ascii = fold_fullwidth(c);
     ascii.is_ascii_alphanumeric() || matches!(ascii, '_' | '-' | '+' | '/' | '=')
 }
 
@@ -135,23 +211,25 @@ fn view(text: &str, join: bool) -> Cow<'_, str> {
 #[inline(never)]
 fn visible(text: &str, wrapped: bool) -> String {
     let mut kept = String::with_capacity(text.len());
-    let mut run = 0;
+    let mut run = Run::default();
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
         rest = &rest[c.len_utf8()..];
         if is_invisible(c) {
             continue;
         }
-        if wrapped && soft_break(c) && run >= WRAPPED_RUN {
-            // Up to two more breaks (`\r\n`, a blank line), then a token character.
-            let mut ahead = rest.char_indices().filter(|(_, c)| !is_invisible(*c)).take(3);
-            if let Some((at, _)) = ahead.find(|(_, c)| !soft_break(*c)).filter(|(_, c)| token_char(*c)) {
+        if wrapped && run.len > 0 {
+            if let Some((at, _)) = continuation(c, rest).filter(|&(_, after)| run.wraps(after)) {
                 rest = &rest[at..];
                 continue;
             }
         }
         // A mark on a token character leaves the token whole.
-        run = if token_char(c) { run + 1 } else if is_combining_mark(c) { run } else { 0 };
+        if token_char(c) {
+            run.push(c);
+        } else if !is_combining_mark(c) {
+            run.len = 0;
+        }
         kept.push(c);
     }
     kept
@@ -194,18 +272,18 @@ fn spaced(text: &str) -> String {
     out
 }
 
-/// Whether `text` has a break [`view`] joins (checked on the raw text: the
-/// join itself is decided on the text with invisible characters removed).
+/// Whether `text` has a break [`view`] joins (decided as `visible` decides it).
 fn has_wrap(text: &str) -> bool {
-    let mut run = 0;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if soft_break(c) && run >= WRAPPED_RUN {
-            if chars.peek().is_some_and(|n| token_char(*n) || soft_break(*n) || is_invisible(*n)) {
-                return true;
-            }
+    let mut run = Run::default();
+    for (at, c) in text.char_indices() {
+        if run.len > 0 && continuation(c, &text[at + c.len_utf8()..]).is_some_and(|(_, after)| run.wraps(after)) {
+            return true;
         }
-        run = if token_char(c) { run + 1 } else if is_invisible(c) || is_combining_mark(c) { run } else { 0 };
+        if token_char(c) {
+            run.push(c);
+        } else if !is_invisible(c) && !is_combining_mark(c) {
+            run.len = 0;
+        }
     }
     false
 }
