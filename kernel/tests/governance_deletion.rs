@@ -341,3 +341,22 @@ fn a_deleted_fact_is_fenced_in_other_spellings_languages_and_embeddings() {
     said(&mut store, 4, "My favorite color is teal.");
     propose(&mut store, candidate("My favorite color is teal", 4, None)).unwrap();
 }
+
+#[test]
+fn purge_and_read_see_every_tombstone_of_a_scope_however_many_the_store_holds() {
+    let (mut store, id, _) = remembered();
+    delete(&mut store, &id);
+    // More tombstones of another scope than any one page or limit, all
+    // sorting before this scope's.
+    let filler = |n: u32| {
+        let tomb = json!({"authority": "management", "deletedAt": NOW, "fence": 1, "memoryId": format!("0-{n:06}"), "purged": false,
+            "requestId": "bulk", "revision": 1, "scope": "project", "scopeId": "other"});
+        (format!("mem/tomb/0-{n:06}"), (1, serde_json::to_vec(&tomb).unwrap()))
+    };
+    store.entries.extend((0..100_001).map(filler));
+    let read = call(&mut store, Command::ReadMemory, &json!({"schemaVersion": 1, "now": NOW, "scope": "project", "scopeId": "web"})).unwrap();
+    assert_eq!(read["tombstones"].as_array().unwrap().len(), 1, "this scope's tombstone is listed");
+    let receipt = purge(&mut store);
+    assert_eq!((receipt["status"].clone(), receipt["targets"].clone()), (json!("purged"), json!([id])), "{receipt}");
+    assert!(holding_words(&store).is_empty(), "{:?}", holding_words(&store));
+}

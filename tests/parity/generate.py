@@ -791,6 +791,19 @@ for name, fmt, transcript in [("chat", "openai-chat", CHAT), ("anthropic", "anth
             + [render(f) for f in FORMATS] + [render(f, window=1400) for f in FORMATS[:3]]
             + [render("anthropic-messages", window=1400, policy={"leadingAssistant": "drop", "unsettledCalls": "hold"})])
 
+# Keys JavaScript orders first (integer-like ones), in payloads each host's JSON library writes from a request
+# object: every host must send the same bytes, or the kernel must not care about their order.
+ORDERED = {"b": 1, "10": 2, "9": 3, "a": {"2": "x", "1": "y", "01": "z"}, "-1": 4, "4294967295": 5, "4294967296": 6}
+ordered = {"system": "Keep keys as written.", "messages": [
+    {"role": "user", "content": "Run it."},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_keys", "name": "run", "input": ORDERED}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_keys", "content": "done"}]}],
+    "tools": [{"name": "run", "input_schema": {"type": "object", "properties": {"10": {"type": "integer"}, "9": {"type": "integer"}, "b": {"type": "integer"}}}}]}
+fixture("hostile-integer-keys", "Payloads holding integer-like keys (which JavaScript orders first) sent as request objects: "
+        "imported, rendered and validated alike on every host.",
+        [import_messages("anthropic-messages", ordered, sid="keys"), render("anthropic-messages", sid="keys"), render("openai-chat", sid="keys"),
+         validate("anthropic-messages", {"model": "m", "max_tokens": 64, **ordered})])
+
 pending = Session("t1")
 pending.push("tool-schema", None, trust="host", provenance={"origin": "host"}, pinned=True,
              tool={"name": "deploy", "description": "Deploy a build", "inputSchema": {"type": "object"}})

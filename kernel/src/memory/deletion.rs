@@ -17,8 +17,8 @@ use crate::store::{keys, Db};
 use serde_json::json;
 use super::authorize::authorize;
 use super::records::{
-    audit, fence_keys, fence_names, fence_terms, fences_prefix, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, tombstone_key, unlink, ContentFence, Deletion,
-    Link, JOURNALS, LINK_PREFIXES, MAX_SELECTED,
+    audit, fence_keys, fence_names, fence_terms, fences_prefix, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, scope_tombstones,
+    tombstone_key, unlink, ContentFence, Deletion, Link, JOURNALS, LINK_PREFIXES, MAX_SELECTED,
 };
 use super::requests::{
     DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, PartReceipt, PartStatus, PurgeReceipt, PurgeRequest, Selector,
@@ -342,12 +342,9 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     check_version("request", request.schema_version)?;
     check_scope_to_forget("scope", request.scope, request.scope_id.as_deref())?;
     authorize(db, Act::Purge, &request.authority, Origin::User, &[], Grounding::Never)?;
-    let tombs: Vec<(String, Tombstone)> = db.scan("mem/tomb/", "", MAX_SELECTED)?;
     let mut targets = Vec::new();
-    for (_, t) in tombs {
-        let asked = t.scope == request.scope
-            && t.scope_id == request.scope_id
-            && (request.selector.memory_ids.is_empty() || request.selector.memory_ids.contains(&t.memory_id));
+    for t in scope_tombstones(db, request.scope, &request.scope_id)? {
+        let asked = request.selector.memory_ids.is_empty() || request.selector.memory_ids.contains(&t.memory_id);
         // A purged memory again when named, or when a replay brought its
         // record or index entries back.
         let mut again = || -> Result<bool> {

@@ -4,7 +4,7 @@
 use crate::contracts::{check_scope, check_version, sink_admits, MemoryRecord, MemoryState, Scope};
 use crate::error::Result;
 use crate::store::{keys, Db};
-use super::records::{effective_state, load, members, tombstone_key, MAX_SELECTED};
+use super::records::{effective_state, load, members, scope_tombstones, tombstone_key, MAX_SELECTED};
 use super::requests::{AuditEntry, MemoryView, ReadMemoryRequest, ReadMemoryResponse, Tombstone};
 
 /// Whether memory `id` (live or deleted) is in the scope.
@@ -66,12 +66,7 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
         }
         memories.push(MemoryView { audit, effective_state: effective, record });
     }
-    let tombstones: Vec<Tombstone> = db
-        .scan::<Tombstone>("mem/tomb/", "", MAX_SELECTED)?
-        .into_iter()
-        .map(|(_, t)| t)
-        .filter(|t| t.scope == request.scope && t.scope_id == request.scope_id)
-        .collect();
+    let tombstones = scope_tombstones(db, request.scope, &request.scope_id)?;
     Ok(ReadMemoryResponse { memories, schema_version: 1, tombstones })
 }
 

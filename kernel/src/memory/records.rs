@@ -241,6 +241,20 @@ pub fn load(db: &mut Db, id: &str) -> Result<Option<(u64, MemoryRecord)>> {
     Ok(is_live(db, &record)?.then_some((store_revision, record)))
 }
 
+/// The tombstones of one scope, however many the store holds: read a page
+/// at a time, never cut off at a count.
+pub fn scope_tombstones(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<Tombstone>> {
+    let mut found = Vec::new();
+    db.visit("mem/tomb/", |key, value| {
+        let tomb: Tombstone = crate::store::decode(key, value)?;
+        if tomb.scope == scope && tomb.scope_id == *scope_id {
+            found.push(tomb);
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 /// Every tombstone's memory id and the revision it buried.
 pub fn tombstones(db: &mut Db) -> Result<BTreeMap<String, u64>> {
     Ok(db.scan::<Tombstone>("mem/tomb/", "", usize::MAX)?.into_iter().map(|(_, t)| (t.memory_id, t.revision)).collect())
