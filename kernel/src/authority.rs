@@ -164,8 +164,9 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
         return Err("the claim is not whole sentences of the user's latest message".into());
     };
     spelled_as_said(message, claim)?;
-    let request = |s: &Sentence| s.words.first().is_some_and(|w| matches!(w.as_str(), "can" | "could" | "would")) && strip_lead_in_all(&s.words).len() < s.words.len();
-    if sentences[run.clone()].iter().enumerate().any(|(i, s)| s.asks && !(i == 0 && request(s))) {
+    // A request's question mark asks for the claim to be kept; that the
+    // claim follows a lead-in is `said_at`'s to hold.
+    if !sentences[run.start].requests && sentences[run.clone()].iter().any(|s| s.asks) {
         return Err("the user asks it (a question mark), and a question states nothing".into());
     }
     let claimed: Vec<&String> = sentences[run.clone()].iter().flat_map(|s| &s.words).collect();
@@ -191,10 +192,11 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
     if sentences[run.start..].iter().any(|s| s.sarcastic) {
         return Err("the user takes it back (a sarcasm marker)".into());
     }
+    // A tag question right after it ("Right?", "Really?") doubts it.
+    if let Some(next) = sentences.get(run.end).filter(|s| s.asks && is_tag_question(&s.words)) {
+        return Err(format!("the user asks whether it holds (`{}?`)", next.words.join(" ")));
+    }
     if let Some(after) = sentences[run.end..].iter().find(said) {
-        if after.asks && is_tag_question(&after.words) {
-            return Err(format!("the user asks whether it holds (`{}?`)", after.words.join(" ")));
-        }
         if after.answers_no || bare(after, &|w| claimed.contains(&w)) {
             return Err(format!("the sentence after it negates it (`{}`)", after.negation.as_deref().unwrap_or(&after.words[0])));
         }
@@ -206,6 +208,7 @@ pub fn grounds(message: &str, claim: &str) -> std::result::Result<(), String> {
 /// Fridays. Right?"
 const TAG_QUESTIONS: &[&str] = &[
     "right", "correct", "is that right", "is that correct", "is that true", "true", "really", "yes", "no", "ok", "okay", "isn't it",
+    "am i right", "isn't that right", "aren't i right", "yeah", "yes or no", "agreed", "you agree", "do you agree", "sure", "confirm",
     "don't we", "didn't we", "aren't we", "or not", "n'est-ce pas", "non", "c'est ça", "verdad", "no es así", "oder", "nicht wahr",
     "stimmt's", "stimmt das", "né", "certo", "vero", "toch", "правда", "да", "对吧", "对吗", "是吗", "對吧", "對嗎", "是嗎", "吗", "嗎",
     "でしょう", "ですよね", "よね", "そうですか", "맞죠", "맞나요", "그렇죠",
@@ -481,6 +484,9 @@ struct Sentence {
     answers_no: bool,
     /// It ends with a question mark: it asks, and grounds nothing.
     asks: bool,
+    /// It asks for something ("Can you remember that …?"): its question
+    /// mark is a request's, not doubt about what follows.
+    requests: bool,
 }
 
 /// Whether a `.` at byte `at` of `text` ends a sentence: not inside a number
@@ -506,9 +512,11 @@ fn sentences(text: &str) -> Vec<Sentence> {
     for (at, c) in text.char_indices() {
         let end = match c {
             '.' => ends_sentence(text, at),
-            // `?` and `!` inside a URL or a name (`/search?q=`, `Yahoo!Mail`) end nothing.
-            '!' | '?' => !text[at + 1..].chars().next().is_some_and(|n| n.is_ascii_alphanumeric() || matches!(n, '=' | '&' | '/' | '_')),
-            ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '？' | '；' | '…' | '．' | '｡' | '؟' | '⁇' | '⁈' | '⁉' | '‽' => true,
+            // A `?` in a link's query (`/search?q=`) or before a closing
+            // quote (`reads “Forgot password?”.`) ends nothing.
+            '?' => !in_link(text, at) && !quoted_mid_sentence(text, at),
+            '!' | ';' | '\n' | '\r' | '\u{2028}' | '\u{2029}' | '。' | '！' | '；' | '…' | '．' | '｡' => true,
+            c if is_question_mark(c) => true,
             _ => false,
         };
         if end {
@@ -517,7 +525,7 @@ fn sentences(text: &str) -> Vec<Sentence> {
         }
     }
     pieces.push((&text[start..], '.'));
-    let question = |end: char| matches!(end, '?' | '？' | '؟' | '⁇' | '⁈' | '⁉' | '‽');
+    let question = is_question_mark;
     let mut out: Vec<Sentence> = Vec::new();
     for (raw, end) in pieces {
         let mut words = tokens(raw);
@@ -540,9 +548,37 @@ fn sentences(text: &str) -> Vec<Sentence> {
         let negation = words.iter().find(|w| is_negation(w)).cloned().or_else(|| cjk_negation(raw));
         let retraction = retraction_in(raw, &words);
         let asks = question(end) || raw.trim_start().starts_with('¿');
-        out.push(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw), asks });
+        // Lead-ins that ask ("can you remember that"), not a question that
+        // happens to open with "can you".
+        let all = tokens(raw);
+        let led = &all[..all.len() - strip_lead_in_all(&all).len()];
+        let requests = led.windows(2).any(|w| matches!(w[0].as_str(), "can" | "could" | "would") && w[1] == "you");
+        out.push(Sentence { introduces: raw.trim_end().ends_with([':', '：']), words, negation, retraction, sarcastic: sarcastic(raw), answers_no: answers_no(raw), asks, requests });
     }
     out
+}
+
+/// Question marks that end a sentence: Latin, full-width and small forms,
+/// Arabic, Greek (U+037E), Ethiopic, reversed, the emoji, and the double
+/// and mixed marks.
+fn is_question_mark(c: char) -> bool {
+    matches!(c, '?' | '？' | '﹖' | '︖' | '؟' | '\u{037E}' | '፧' | '⸮' | '❓' | '❔' | '⁇' | '⁈' | '⁉' | '‽')
+}
+
+/// Whether the `?` at byte `at` sits in a link's query: the word before it
+/// holds a `/` and a character other than a space follows.
+fn in_link(text: &str, at: usize) -> bool {
+    let word = text[..at].rsplit(char::is_whitespace).next().unwrap_or_default();
+    word.contains('/') && text[at + 1..].chars().next().is_some_and(|n| !n.is_whitespace())
+}
+
+/// Whether the `?` at byte `at` closes a quotation inside a sentence that
+/// goes on: a closing quote follows it, then a lower-case word or a mark
+/// (`the prompt reads “Forgot password?” now.`).
+fn quoted_mid_sentence(text: &str, at: usize) -> bool {
+    let rest = &text[at + 1..];
+    let after = rest.trim_start_matches(['"', '\'', '\u{201D}', '\u{2019}', '\u{00BB}', '\u{300D}', '\u{300F}']);
+    after.len() < rest.len() && after.trim_start_matches([' ', '\t']).chars().next().is_some_and(|c| c.is_lowercase() || matches!(c, '.' | ',' | ';' | ':'))
 }
 
 /// Whether the words are lead-ins and nothing else ("remember for this project").

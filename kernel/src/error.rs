@@ -70,9 +70,22 @@ impl KernelError {
         self
     }
 
-    /// Names the element of a batch the error is about: `candidates[2]: …`.
+    /// Names the element of a batch the error is about: `candidates[2]: …`,
+    /// and the detail's `field` and `path`, written from inside the
+    /// element, become whole (`candidates[2].embedding[0]`); one naming the
+    /// request's `authority` stays as it is.
     pub fn at(mut self, element: &str) -> Self {
         self.message = format!("{element}: {}", self.message);
+        for key in ["field", "path"] {
+            // The request's own `authority` is no part of the element.
+            if let Some(Value::String(inner)) = self.detail.get_mut(key).filter(|v| !v.as_str().is_some_and(|p| p.starts_with("authority"))) {
+                *inner = match inner.as_str() {
+                    "" | "." => element.to_string(),
+                    rest if rest.starts_with('[') => format!("{element}{rest}"),
+                    rest => format!("{element}.{rest}"),
+                };
+            }
+        }
         self
     }
 

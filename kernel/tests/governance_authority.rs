@@ -48,17 +48,28 @@ fn a_question_states_nothing() {
         for message in [
             format!("{claim}?"), format!("{claim}？"), format!("{claim}?!"), format!("¿{claim}?"), format!("Remember that {claim}?"),
             format!("{claim}. Right?"), format!("{claim}. Is that right?"), format!("{claim}。对吧？"), format!("{claim}. Nicht wahr?"),
+            format!("{claim}. Really?"), format!("{claim}. OK?"), format!("{claim}. Am I right?"),
+            format!("_{claim}?_"), format!("{claim}❓"), format!("{claim}﹖"), format!("{claim}\u{37e}"), format!("{claim}?Thanks!"),
         ] {
             let why = grounds(&message, claim).unwrap_err();
             assert!(why.contains("asks"), "{message:?}: {why}");
         }
         // A request put as a question, a question elsewhere, a question mark inside a link.
-        for message in [format!("Can you remember that {claim}?"), format!("Is it raining? {claim}."), format!("{claim}. Why do you ask?")] {
+        for message in [
+            format!("Can you remember that {claim}?"), format!("Please can you remember that {claim}?"), format!("Could you remember that: {claim}?"),
+            format!("Can you remember that\n{claim}?"), format!("Is it raining? {claim}."), format!("{claim}. Why do you ask?"),
+            format!("Hi! {claim}."),
+        ] {
             assert_eq!(grounds(&message, claim), Ok(()), "{message:?}");
         }
     }
-    let link = "Search with https://example.com/find?q=ledger&lang=en from now on.";
-    assert_eq!(grounds(link, "Search with https://example.com/find?q=ledger&lang=en"), Ok(()));
+    for (message, claim) in [
+        ("Search with https://example.com/find?q=ledger&lang=en from now on.", "Search with https://example.com/find?q=ledger&lang=en"),
+        ("Query https://api.example.com/Products?$filter=open for the list.", "Query https://api.example.com/Products?$filter=open for the list"),
+        ("Remember that the login prompt reads “Forgot password?” now.", "the login prompt reads “Forgot password?”"),
+    ] {
+        assert_eq!(grounds(message, claim), Ok(()), "{message:?}");
+    }
 }
 
 #[test]

@@ -390,17 +390,30 @@ fn content_stored_as_utf16_is_read_as_its_text() {
 }
 
 /// Where a reader joins a wrapped token (the detector's rule, restated):
-/// past its first 16 characters, right after a prefix's separator, or after
-/// a key-like first part (a digit, `_` or `-` in it, or only capitals) with
-/// 16 more characters to come.
+/// past its first 16 characters, right after a prefix's separator or an
+/// assignment's `=`, or after a key-like first part (a digit, `_` or `-` in
+/// it, or only capitals; not a whole `name=value` setting) with 16 more
+/// characters to come.
 fn wrap_points(token: &str) -> Vec<usize> {
     (3..token.len())
         .filter(|&cut| {
             let (before, after) = token.split_at(cut);
-            let keyish = before.len() >= 4 && (before.contains(|c: char| c.is_ascii_digit() || c == '_' || c == '-') || before.bytes().all(|b| b.is_ascii_uppercase()));
-            before.len() >= 16 || before.ends_with(['_', '-']) || (keyish && after.len() >= 16)
+            let setting = before.find('=').is_some_and(|at| before[at..].trim_start_matches('=').len() > 0);
+            let keyish = before.len() >= 4 && !setting
+                && (before.contains(|c: char| c.is_ascii_digit() || c == '_' || c == '-') || before.bytes().all(|b| b.is_ascii_uppercase()));
+            before.len() >= 16 || (before.len() >= 3 && before.ends_with(['_', '-', '='])) || (keyish && after.len() >= 16)
         })
         .collect()
+}
+
+/// A real-shaped secret (of those the detector finds) and a point of its
+/// longest token where a reader joins a wrap; None when it has no such point.
+fn wrap_cut(pick: prop::sample::Index, at: prop::sample::Index) -> Option<(String, usize)> {
+    let all: Vec<String> = secrets().into_iter().filter(|s| detect(s).is_some()).collect();
+    let secret = pick.get(&all).clone();
+    let token = longest_token(&secret);
+    let points = wrap_points(&secret[token.clone()]);
+    (token.len() >= 20 && !points.is_empty()).then(|| (secret, token.start + *at.get(&points)))
 }
 
 proptest! {
@@ -412,12 +425,9 @@ proptest! {
     fn wrapped_tokens_are_read_joined(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(),
         wrap in prop::sample::select(vec!["\n", "\r\n", "\n\n", "\n    ", "\n\t", "\n> ", "\n>> ", "\u{2028}", " \n"]),
         quoted in any::<bool>()) {
-        let all: Vec<String> = secrets().into_iter().filter(|s| detect(s).is_some()).collect();
-        let secret = pick.get(&all);
-        let token = longest_token(secret);
-        let points = wrap_points(&secret[token.clone()]);
-        prop_assume!(token.len() >= 20 && !points.is_empty());
-        let cut = token.start + *at.get(&points);
+        let cut = wrap_cut(pick, at);
+        prop_assume!(cut.is_some());
+        let (secret, cut) = cut.unwrap();
         let lead = if quoted { "> " } else { "" };
         let wrapped = format!("{lead}{}{wrap}{}", &secret[..cut], &secret[cut..]);
         prop_assert!(detect(&wrapped).is_some(), "{:?}", wrapped);
@@ -442,6 +452,10 @@ fn encoded_secrets_wrapped_over_lines_or_in_utf16_are_found() {
         format!("attachment:\n    {}", wrap(&b64.encode(&config), 76, "\n    ")),
         wrap(&hex(config.as_bytes()), 32, "\n"),
         format!("powershell -EncodedCommand {}", b64.encode(&utf16)),
+        // An encoded line a word follows on the next line: the word is no more of it.
+        format!("{}\n\nThanks", b64.encode(format!("{TOKEN}\n\n"))),
+        format!("{}\nthanks", hex(format!("token {TOKEN}").as_bytes())),
+        format!("{}\n--boundary42", wrap(&b64.encode(&config), 76, "\n")),
     ] {
         assert!(detect(&text).is_some(), "{text:?}");
     }
@@ -470,6 +484,9 @@ fn honest_lines_joined_by_a_wrap_stay_honest() {
         "see src/billing/tax_rates_2024_v2.rs\nand the tests next to it",
         "AKIA is the prefix of an access key id\nnot a key itself",
         "well-\nknown issue, sk_live_ keys must never be logged",
+        "max_tokens=4096\nfrequency_penalty=0.5",
+        "frequency_penalty=0.5\nmax_tokens=4096\ntemperature=0.2\npresence_penalty=0",
+        "ts=1 tokens_out=456\n3f2a9c1e-7b4d-4e8a-9f06-d2c5b1a8e7f3 GET /v1/chat",
     ] {
         assert!(detect(text).is_none(), "{text:?}: {:?}", detect(text));
     }
@@ -538,4 +555,53 @@ fn a_scope_stored_before_ids_were_screened_can_still_be_forgotten() {
     // Everything else still refuses it.
     refused(&mut store, Command::RecallMemory, &json!({"schemaVersion": 1, "now": NOW, "query": "deploy", "sink": "model:test",
         "scopes": [{"scope": "project", "scopeId": scope_id}]}), "scopeId");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// A secret whose longest token is split between two messages, at a
+    /// point a reader would join, in one append or two: the message with
+    /// the second half is narrowed to `secret`.
+    #[test]
+    fn a_secret_split_across_two_messages_is_found(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(), together in any::<bool>()) {
+        let cut = wrap_cut(pick, at);
+        prop_assume!(cut.is_some());
+        let (secret, cut) = cut.unwrap();
+        let (first, second) = (&secret[..cut], &secret[cut..]);
+        prop_assume!(detect(first).is_none() && detect(second).is_none());
+        let mut store = MemStore::default();
+        let mut conv = Conv::new();
+        conv.user(&format!("here it is: {first}"));
+        conv.user(second);
+        if together {
+            append(&mut store, "s", &conv).unwrap();
+        } else {
+            let mut one = Conv::new();
+            one.items = conv.items[..1].to_vec();
+            append(&mut store, "s", &one).unwrap();
+            let mut two = Conv::new();
+            two.items = conv.items[1..].to_vec();
+            call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 1}, "items": two.items, "now": NOW})).unwrap();
+        }
+        let items = events(&mut store, "s");
+        prop_assert_eq!(&items[1]["sensitivity"], "secret", "{:?} then {:?}", first, second);
+    }
+}
+
+#[test]
+fn consecutive_honest_messages_are_not_joined_into_a_secret() {
+    let lines: Vec<String> = include_str!("data/conversations/chatterbot-corpus.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .take(400)
+        .collect();
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    for line in &lines {
+        conv.user(line);
+    }
+    append(&mut store, "s", &conv).unwrap();
+    let narrowed = events(&mut store, "s").iter().filter(|i| i["sensitivity"] == "secret").count();
+    assert_eq!(narrowed, 0);
 }

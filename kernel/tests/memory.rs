@@ -342,3 +342,28 @@ fn after_delete_nothing_of_the_memory_is_found() {
     assert!(lexical["memories"].as_array().unwrap().is_empty() && vector["memories"].as_array().unwrap().is_empty());
     assert!(store.entries.keys().all(|k| !k.contains(id.as_str().unwrap()) || k.starts_with("mem/tomb/") || k.starts_with("mem/audit/") || k.starts_with("mem/log/")));
 }
+
+#[test]
+fn an_error_in_a_batch_names_the_element_in_its_detail() {
+    let mut store = store_with_session(&["we ship on Tuesdays"]);
+    let with = |field: &str, value: Value| {
+        let mut bad = candidate("the ledger closes at noon", None, 1);
+        bad[field] = value;
+        json!({"schemaVersion": 1, "now": NOW, "candidates": [candidate("we ship on Tuesdays", None, 1), bad]})
+    };
+    for (request, field, path) in [
+        (with("embedding", json!([])), "candidates[1].embedding", "candidates[1].embedding"),
+        (with("embedding", json!([0.5, 1e39])), "", "candidates[1].embedding[1]"),
+        (with("key", json!("ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo")), "candidates[1].key", ""),
+    ] {
+        let err = call(&mut store, Command::ProposeMemory, &request).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "{err:?}");
+        if !field.is_empty() {
+            assert_eq!(err.detail["field"], field, "{err:?}");
+        }
+        if !path.is_empty() {
+            assert_eq!(err.detail["path"], path, "{err:?}");
+        }
+        assert!(err.message.contains("candidates[1]"), "{err:?}");
+    }
+}

@@ -258,6 +258,16 @@ pub struct ContextItem {
     pub trust: Trust,
 }
 
+/// How far a secret split between two items is looked for: the last and
+/// the first this many characters.
+pub const SPLIT_REACH: usize = 256;
+
+/// The last [`SPLIT_REACH`] characters of `text`.
+pub fn split_tail(text: &str) -> &str {
+    let from = text.char_indices().rev().nth(SPLIT_REACH - 1).map_or(0, |(i, _)| i);
+    &text[from..]
+}
+
 impl ContextItem {
     /// The checks on tool calls. Out of line (see `validate`).
     #[inline(never)]
@@ -557,6 +567,32 @@ impl ContextItem {
             let decoded: Vec<String> = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).flat_map(strings).collect();
             decoded.iter().find_map(|s| crate::secrets::kind(s))
         })?;
+        self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
+        self.sensitivity = Sensitivity::Secret;
+        Some(kind)
+    }
+
+    /// [`screen`](Self::screen) for a secret split between the end of the
+    /// text before the item in its session (`before`, at least its last
+    /// [`SPLIT_REACH`] characters) and the item's start: "my key is
+    /// sk_live_4eC39Hq", then "LyjWDarjtT1zdp7dc". The item holding the
+    /// second half is narrowed; the first half alone is no credential, and
+    /// a part that is one was narrowed when it came.
+    pub fn screen_split(&mut self, before: &str) -> Option<&'static str> {
+        if self.sensitivity >= Sensitivity::Secret {
+            return None;
+        }
+        let tail = split_tail(before);
+        let start: String = self.visible_text().chars().take(SPLIT_REACH).collect();
+        // Only a token can go on from one text into the next.
+        let token = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '+' | '/' | '='));
+        if !token(tail.trim_end().chars().last()) || !token(start.trim_start().chars().next()) {
+            return None;
+        }
+        let kind = crate::secrets::kind(&format!("{tail}\n{start}"))?;
+        if crate::secrets::kind(tail).is_some() {
+            return None;
+        }
         self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
         self.sensitivity = Sensitivity::Secret;
         Some(kind)

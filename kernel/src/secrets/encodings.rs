@@ -76,10 +76,10 @@ pub(super) fn decoded(text: &str) -> Vec<String> {
     let mut budget = MAX_DECODED;
     let mut i = 0;
     while i < bytes.len() && budget > 0 {
-        let mut word = Vec::new();
+        let mut lines: Vec<&[u8]> = Vec::new();
         loop {
             let run = bytes[i..].iter().take_while(|&&b| encoded_char(b)).count();
-            word.extend_from_slice(&bytes[i..i + run]);
+            lines.push(&bytes[i..i + run]);
             i += run;
             if run < MIN_WRAPPED_LINE || run % 4 != 0 {
                 break;
@@ -91,28 +91,37 @@ pub(super) fn decoded(text: &str) -> Vec<String> {
             }
             i += gap;
         }
-        if word.is_empty() {
+        if lines[0].is_empty() {
             i += 1;
             continue;
         }
-        let hex = word.len() >= MIN_HEX && word.len() % 2 == 0 && word.iter().all(u8::is_ascii_hexdigit);
-        let decoded = if hex {
-            word.chunks_exact(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).ok()).collect::<Option<Vec<u8>>>()
-        } else if word.len() >= MIN_BASE64 {
-            STANDARD_NO_PAD.decode(&word).or_else(|_| URL_SAFE_NO_PAD.decode(&word)).ok()
-        } else {
-            None
-        };
-        let text = decoded.and_then(|d| {
-            let utf8 = std::str::from_utf8(&d).ok().filter(|t| readable(t)).map(str::to_owned);
-            utf8.or_else(|| utf16(&d).filter(|t| readable(t)))
-        });
-        if let Some(text) = text {
+        // The lines as one run; failing that (the last line was a word after
+        // the encoded text, not more of it), all but the last; then each line.
+        let joined = |lines: &[&[u8]]| lines.concat();
+        let text = text_in(&joined(&lines))
+            .or_else(|| (lines.len() > 2).then(|| text_in(&joined(&lines[..lines.len() - 1]))).flatten())
+            .map(|t| vec![t])
+            .unwrap_or_else(|| if lines.len() > 1 { lines.iter().filter_map(|l| text_in(l)).collect() } else { Vec::new() });
+        for text in text {
             budget = budget.saturating_sub(text.len());
             out.push(text);
         }
     }
     out
+}
+
+/// The text a base64 or hex run decodes to, in UTF-8 or UTF-16, if any.
+fn text_in(word: &[u8]) -> Option<String> {
+    let hex = word.len() >= MIN_HEX && word.len() % 2 == 0 && word.iter().all(u8::is_ascii_hexdigit);
+    let decoded = if hex {
+        word.chunks_exact(2).map(|p| u8::from_str_radix(std::str::from_utf8(p).unwrap_or("zz"), 16).ok()).collect::<Option<Vec<u8>>>()
+    } else if word.len() >= MIN_BASE64 {
+        STANDARD_NO_PAD.decode(word).or_else(|_| URL_SAFE_NO_PAD.decode(word)).ok()
+    } else {
+        None
+    }?;
+    let utf8 = std::str::from_utf8(&decoded).ok().filter(|t| readable(t)).map(str::to_owned);
+    utf8.or_else(|| utf16(&decoded).filter(|t| readable(t)))
 }
 
 /// Text a person would write: no control characters but line breaks and tabs.

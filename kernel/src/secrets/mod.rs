@@ -108,6 +108,10 @@ struct Run {
     /// (`ghp_Qx7`, `AKIA`), not a word ending a line.
     keyish: bool,
     capitals: bool,
+    equals: bool,
+    /// A value follows an `=` in it: a whole setting (`max_tokens=4096`),
+    /// not part of a key.
+    setting: bool,
     last: char,
 }
 
@@ -120,18 +124,21 @@ impl Run {
         self.len += 1;
         self.keyish |= c.is_ascii_digit() || matches!(c, '_' | '-');
         self.capitals &= c.is_ascii_uppercase();
+        self.setting |= self.equals && c != '=';
+        self.equals |= c == '=';
         self.last = c;
     }
 
     /// Whether a break after this run, followed by `after` token characters
     /// (counted up to [`WRAPPED_RUN`]), splits one token: the run is long, or
-    /// ends in a prefix's separator (`sk_live_`, `xoxb-`), or is a key's part
-    /// and a long run follows.
+    /// ends in a prefix's separator or an assignment's `=` (`sk_live_`,
+    /// `xoxb-`, `api_key=`), or is a key's part (not a whole setting) and a
+    /// long run follows.
     fn wraps(&self, after: usize) -> bool {
         after > 0
             && (self.len >= WRAPPED_RUN
-                || (self.len >= 3 && matches!(self.last, '_' | '-'))
-                || (self.len >= 4 && (self.keyish || self.capitals) && after >= WRAPPED_RUN))
+                || (self.len >= 3 && matches!(self.last, '_' | '-' | '='))
+                || (self.len >= 4 && (self.keyish || self.capitals) && !self.setting && after >= WRAPPED_RUN))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The log itself: append, read, the chain and its head.
 
 use crate::canonical::{self, Timestamp};
-use crate::contracts::{check_id, check_version, CompactionRecord, ContextItem, ExpectedHead, Head, ItemLimits};
+use crate::contracts::{check_id, check_version, split_tail, CompactionRecord, ContextItem, ExpectedHead, Head, ItemLimits};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::store::{keys, Db};
 use serde_json::json;
@@ -169,10 +169,17 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     let limits = ItemLimits { max_item_bytes: MAX_EVENT_BYTES };
     let mut events = Vec::with_capacity(request.items.len());
     let mut batch_ids = BTreeMap::new();
+    // The end of the text before each item, for a secret split across two.
+    let mut before = match head.seq {
+        0 => String::new(),
+        seq => db.get::<Event>(&keys::session_event(session, seq))?.and_then(|(_, e)| e.item).map_or_else(String::new, |i| split_tail(i.visible_text()).to_string()),
+    };
     for mut item in request.items {
         let seq = head.seq + 1;
         item.normalize(limits, &format!("{session}#{seq}"))?;
         item.screen();
+        item.screen_split(&before);
+        before = split_tail(item.visible_text()).to_string();
         let item_id = item.id().to_string();
         if batch_ids.insert(item_id.clone(), seq).is_some() {
             return Err(KernelError::invalid(format!("itemId `{item_id}` appears twice in one append")));
