@@ -104,10 +104,11 @@ const WRAP_GAP: usize = 12;
 #[derive(Default)]
 struct Run {
     len: usize,
-    /// It has a digit, `_` or `-`, or only capitals: a key's prefix or part
-    /// (`ghp_Qx7`, `AKIA`), not a word ending a line.
+    /// It has a digit, `_` or `-` (`ghp_Qx7`), or only capitals (`AKIA`):
+    /// a key's prefix or part, not a word ending a line.
     keyish: bool,
     capitals: bool,
+    /// It holds an `=`.
     equals: bool,
     /// A value follows an `=` in it: a whole setting (`max_tokens=4096`),
     /// not part of a key.
