@@ -605,3 +605,25 @@ fn consecutive_honest_messages_are_not_joined_into_a_secret() {
     let narrowed = events(&mut store, "s").iter().filter(|i| i["sensitivity"] == "secret").count();
     assert_eq!(narrowed, 0);
 }
+
+#[test]
+fn a_split_is_found_past_invisible_and_fullwidth_edges_and_only_within_a_session() {
+    let (first, second) = TOKEN.split_at(10);
+    let fullwidth: String = second.chars().map(|c| char::from_u32(c as u32 + 0xFEE0).unwrap()).collect();
+    for (a, b) in [(format!("token {first}\u{200b}"), second.to_string()), (format!("token {first}  "), format!("\u{feff}{second}")), (format!("token {first}"), fullwidth)] {
+        let mut store = MemStore::default();
+        let mut conv = Conv::new();
+        conv.user(&a);
+        conv.user(&b);
+        append(&mut store, "s", &conv).unwrap();
+        assert_eq!(events(&mut store, "s")[1]["sensitivity"], "secret", "{a:?} then {b:?}");
+    }
+    // The halves in two sessions: neither is narrowed.
+    let mut store = MemStore::default();
+    for (session, text) in [("one", format!("token {first}")), ("two", second.to_string())] {
+        let mut conv = Conv::new();
+        conv.user(&text);
+        append(&mut store, session, &conv).unwrap();
+        assert_eq!(events(&mut store, session)[0]["sensitivity"], "internal", "{session}");
+    }
+}

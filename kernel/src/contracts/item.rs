@@ -567,8 +567,7 @@ impl ContextItem {
             let decoded: Vec<String> = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).flat_map(strings).collect();
             decoded.iter().find_map(|s| crate::secrets::kind(s))
         })?;
-        self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
-        self.sensitivity = Sensitivity::Secret;
+        self.narrow();
         Some(kind)
     }
 
@@ -582,20 +581,16 @@ impl ContextItem {
         if self.sensitivity >= Sensitivity::Secret {
             return None;
         }
-        let tail = split_tail(before);
         let start: String = self.visible_text().chars().take(SPLIT_REACH).collect();
-        // Only a token can go on from one text into the next.
-        let token = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '+' | '/' | '='));
-        if !token(tail.trim_end().chars().last()) || !token(start.trim_start().chars().next()) {
-            return None;
-        }
-        let kind = crate::secrets::kind(&format!("{tail}\n{start}"))?;
-        if crate::secrets::kind(tail).is_some() {
-            return None;
-        }
+        let kind = crate::secrets::split_kind(split_tail(before), &start)?;
+        self.narrow();
+        Some(kind)
+    }
+
+    /// `secret`, readable only by the sinks the item names exactly.
+    fn narrow(&mut self) {
         self.allowed_sinks = SinkPolicy::new(Sensitivity::Secret, &self.allowed_sinks).sinks;
         self.sensitivity = Sensitivity::Secret;
-        Some(kind)
     }
 
     /// Validates the item and fills `itemId`, `digest` and `tokenEstimate`.

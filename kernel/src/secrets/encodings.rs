@@ -97,9 +97,8 @@ pub(super) fn decoded(text: &str) -> Vec<String> {
         }
         // The lines as one run; failing that (the last line was a word after
         // the encoded text, not more of it), all but the last; then each line.
-        let joined = |lines: &[&[u8]]| lines.concat();
-        let text = text_in(&joined(&lines))
-            .or_else(|| (lines.len() > 2).then(|| text_in(&joined(&lines[..lines.len() - 1]))).flatten())
+        let text = text_in(&lines.concat())
+            .or_else(|| (lines.len() > 2).then(|| text_in(&lines[..lines.len() - 1].concat())).flatten())
             .map(|t| vec![t])
             .unwrap_or_else(|| if lines.len() > 1 { lines.iter().filter_map(|l| text_in(l)).collect() } else { Vec::new() });
         for text in text {

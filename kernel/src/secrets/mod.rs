@@ -30,6 +30,7 @@
 //! UTF-16 are read as the text they hold (see `encodings`).
 //!
 //! Public surface: [`detect`] and [`detect_bytes`] and their [`Finding`];
+//! [`kind`] and [`split_kind`] (a secret split across two messages);
 //! [`rule_statuses`] for the tests that check every rule.
 
 mod encodings;
@@ -294,6 +295,21 @@ fn has_wrap(text: &str) -> bool {
         }
     }
     false
+}
+
+/// The kind of secret split between the end of `before` and the start of
+/// `after` (two messages), read as one token wrapped between them; None when
+/// `before` holds one alone (it was found there), or when the one does not
+/// end, or the other start, with a token character.
+pub fn split_kind(before: &str, after: &str) -> Option<&'static str> {
+    fn edge(mut chars: impl Iterator<Item = char>) -> bool {
+        chars.find(|c| !c.is_whitespace() && !is_invisible(*c)).is_some_and(token_char)
+    }
+    if !edge(before.chars().rev()) || !edge(after.chars()) {
+        return None;
+    }
+    let found = kind(&format!("{before}\n{after}"))?;
+    kind(before).is_none().then_some(found)
 }
 
 /// The kind of secret `text` holds, if any: what errors and reasons name.
