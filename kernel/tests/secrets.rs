@@ -239,3 +239,149 @@ fn timings() {
     let secret = format!("{}\nAuthorization: Bearer Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo\n", &log16[..8 << 10]);
     println!("16 KiB tool log with a bearer token halfway: {:?}", time(100, || assert!(detect(&secret).is_some())));
 }
+
+/// A deterministic source of key bodies (xorshift), so the sets below are
+/// the same on every run.
+struct Keys(u64);
+
+impl Keys {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// `n` characters of `alphabet` holding, where it has them, an upper
+    /// and a lower case letter and a digit, as a random key of that length does.
+    fn body(&mut self, alphabet: &str, n: usize) -> String {
+        let chars: Vec<char> = alphabet.chars().collect();
+        loop {
+            let s: String = (0..n).map(|_| chars[(self.next() % chars.len() as u64) as usize]).collect();
+            let has = |f: fn(&char) -> bool| !chars.iter().any(f) || s.chars().any(|c| f(&c));
+            if n < 12 || (has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase) && has(char::is_ascii_digit)) {
+                return s;
+            }
+        }
+    }
+
+    /// One real-shaped credential: a provider's prefix, length and alphabet
+    /// with a random body.
+    fn key(&mut self, shape: usize) -> String {
+        const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        const URLSAFE: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        const HEX: &str = "0123456789abcdef";
+        const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let digits = |k: &mut Keys, n: usize| k.body("0123456789", n);
+        match shape % 16 {
+            0 => format!("AKIA{}", self.body(B32, 16)),
+            1 => format!("{}{}", ["ghp_", "gho_", "ghs_", "ghu_"][(self.next() % 4) as usize], self.body(ALNUM, 36)),
+            2 => format!("github_pat_{}_{}", self.body(ALNUM, 22), self.body(ALNUM, 59)),
+            3 => format!("glpat-{}", self.body(URLSAFE, 20)),
+            4 => format!("xoxb-{}-{}-{}", digits(self, 12), digits(self, 13), self.body(ALNUM, 24)),
+            5 => {
+                let n = 24 + (self.next() % 3) as usize * 10;
+                format!("sk_live_{}", self.body(ALNUM, n))
+            }
+            6 => format!("sk-proj-{}T3BlbkFJ{}", self.body(URLSAFE, 74), self.body(URLSAFE, 74)),
+            7 => format!("sk-ant-api03-{}AA", self.body(URLSAFE, 93)),
+            8 => format!("AIza{}", self.body(URLSAFE, 35)),
+            9 => format!("SG.{}.{}", self.body(URLSAFE, 22), self.body(URLSAFE, 43)),
+            10 => format!("npm_{}", self.body(ALNUM, 36)),
+            11 => format!("pypi-AgEIcHlwaS5vcmc{}", self.body(URLSAFE, 70)),
+            12 => format!("dop_v1_{}", self.body(HEX, 64)),
+            13 => format!("shpat_{}", self.body(HEX, 32)),
+            14 => format!("hvs.{}", self.body(URLSAFE, 92)),
+            _ => format!("eyJhbGciOiJIUzI1NiJ9.eyJ{}.{}", self.body(URLSAFE, 40), self.body(URLSAFE, 43)),
+        }
+    }
+}
+
+/// Sentences that hand over a credential, `{}` where it goes: written
+/// against the key with no space, with spaces, in the script's own quotes,
+/// colons and stops. The detector was adjusted to what these showed (a key
+/// closed by a sentence mark, a key ending in `-` against kana).
+const SCRIPTS_TUNED: &[(&str, &[&str])] = &[
+    ("en", &["my token is {}, keep it safe", "the key ({}) expires Friday", "Here it is: {}."]),
+    ("zh", &["我的密钥是{}请保存", "密钥：{}。", "用这个「{}」部署，别外传", "令牌是 {} ，记住"]),
+    ("ja", &["APIキーは{}です", "トークン：{}を使ってください。", "『{}』が本番のキーです"]),
+    ("ko", &["제 토큰은 {}입니다", "키: {} 저장해 주세요", "비밀키는「{}」이에요"]),
+    ("ru", &["мой токен {}, сохрани", "ключ:{}не теряй", "«{}» — это ключ от прода"]),
+    ("ar", &["المفتاح هو {} احفظه", "الرمز:{}،شكرا", "استخدم \u{200f}{}\u{200f} للنشر"]),
+    ("hi", &["मेरी कुंजी {} है", "टोकन:{}।", "यह चाबी{}सुरक्षित रखें"]),
+    ("th", &["โทเค็นคือ{}นะครับ", "คีย์: {} อย่าบอกใคร"]),
+    ("he", &["המפתח שלי הוא {} תשמור", "טוקן:{}."]),
+    ("el", &["το κλειδί είναι {} κράτα το", "κλειδί·{}·"]),
+    ("ka", &["ჩემი გასაღებია {} შეინახე", "ტოკენი:{}"]),
+    ("hy", &["իմ բանալին {} է", "թոքեն՝{}։"]),
+    ("am", &["ቁልፉ {} ነው።", "ቶከን፡{}፡"]),
+    ("bn", &["আমার চাবি {} রাখুন", "টোকেন:{}।"]),
+    ("ta", &["என் சாவி {} சேமி", "டோக்கன்:{}"]),
+    ("fa", &["کلید من {} است", "توکن:{}،"]),
+    ("uk", &["мій ключ — {}; збережи", "токен:{}…"]),
+    ("my", &["ကျွန်ုပ်၏သော့{}ဖြစ်သည်။", "တိုကင်: {}"]),
+    ("km", &["កូនសោរបស់ខ្ញុំ{}។", "ថូខឹន៖{}"]),
+    ("vi", &["khóa của tôi là {} nhé", "mã:{}."]),
+    ("zh-Hant", &["我的金鑰是【{}】請保管", "權杖＝{}，別外洩"]),
+    ("ja-fw", &["キー：“{}”です", "トークン（{}）を保存"]),
+];
+
+/// The same in scripts and forms nothing was adjusted to: written after the
+/// adjustment above and measured as they stood (recall 0.9914: a key in
+/// Markdown bold was missed, and is caught since).
+const SCRIPTS_HELD_OUT: &[(&str, &[&str])] = &[
+    ("bo", &["ངའི་ལྡེ་མིག་{}ཡིན།", "ལྡེ་མིག {} ཉར་ཚགས་གནང་།"]),
+    ("si", &["මගේ යතුර {} වේ.", "ටෝකනය:{}"]),
+    ("gu", &["મારી ચાવી {} છે", "ટોકન—{}—સાચવો"]),
+    ("pa", &["ਮੇਰੀ ਕੁੰਜੀ {} ਹੈ।", "ਟੋਕਨ:{}"]),
+    ("te", &["నా కీ {} దాచుకో", "టోకెన్={}"]),
+    ("ml", &["എന്റെ കീ {} ആണ്", "ടോക്കൺ: `{}`"]),
+    ("lo", &["ກະແຈຂອງຂ້ອຍແມ່ນ{}ເດີ", "ໂທເຄັນ:{}"]),
+    ("mn", &["миний түлхүүр {}!", "токен -> {}"]),
+    ("ur", &["میری کلید {} ہے۔", "ٹوکن؟ {}؟"]),
+    ("yi", &["מײַן שליסל איז \"{}\"", "טאָקען: **{}**"]),
+    ("sr", &["мој кључ је „{}“.", "токен = {}?"]),
+    ("kk", &["менің кілтім: {}...", "токен [{}]"]),
+    ("zh-mixed", &["token是{}吗？", "把{}放到.env里", "key：\n{}\n谢谢"]),
+    ("ja-mixed", &["鍵は\u{3000}{}\u{3000}です", "キー→{}←コピー"]),
+];
+/// (script, text) for every template, each with keys of every shape.
+fn in_scripts(scripts: &[(&str, &[&str])], seed: u64) -> Vec<(String, String)> {
+    let mut keys = Keys(seed);
+    let mut out = Vec::new();
+    for (script, templates) in scripts {
+        for template in *templates {
+            for shape in 0..16 {
+                out.push((script.to_string(), template.replacen("{}", &keys.key(shape), 1)));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn real_shaped_keys_are_caught_in_any_script() {
+    // Keys written in sentences of other scripts, against the words or
+    // apart, are caught as often as alone: recall at least 0.99 on each
+    // half, the held-out half included. The keys themselves are caught
+    // alone (the first check), so a miss here is the script's doing.
+    let mut report = String::new();
+    let mut failed = false;
+    for (name, scripts, seed) in [("tuned", SCRIPTS_TUNED, 0x5eed_0001), ("held out", SCRIPTS_HELD_OUT, 0x5eed_0002)] {
+        let texts = in_scripts(scripts, seed);
+        let mut keys = Keys(seed);
+        for shape in 0..16 {
+            let key = keys.key(shape);
+            assert!(detect(&key).is_some(), "the bare key of shape {shape} is caught: {key}");
+        }
+        let misses: Vec<_> = texts.iter().filter(|(_, text)| detect(text).is_none()).collect();
+        let recall = 1.0 - misses.len() as f64 / texts.len() as f64;
+        report += &format!("{name}: recall {recall:.4} ({} of {} in {} scripts)\n", texts.len() - misses.len(), texts.len(), scripts.len());
+        for (script, text) in &misses {
+            report += &format!("  missed [{script}] {text:?}\n");
+        }
+        failed |= recall < 0.99;
+    }
+    println!("{report}");
+    assert!(!failed, "{report}");
+}

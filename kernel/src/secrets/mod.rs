@@ -16,8 +16,7 @@
 //! render as nothing (zero-width spaces and joiners, bidirectional controls,
 //! soft hyphens, …) are removed, the rest is folded to NFKC with the accents
 //! of Latin, Greek and Cyrillic letters and marks on Han characters dropped
-//! (`é` reads as `e`, `ｇ\u{301}` as `g`), and a
-//! space separates ASCII letters and digits
+//! (`é` reads as `e`, `ｇ\u{301}` as `g`), and a space separates a token
 //! from a neighbouring character of another script. So a token split by
 //! U+200B, written in fullwidth letters, or written straight against Chinese
 //! text (`密钥是sk_live_…请保存`) reads as the token between word boundaries,
@@ -25,7 +24,9 @@
 //! wrapped onto the next line (after its first 16 characters, after a
 //! prefix such as `sk_live_`, or after a key's first part with 16 more
 //! characters to come; the next line may be indented or quoted with `>`) is
-//! read a second time with the wrap joined.
+//! read a second time with the wrap joined, and one whose long token is
+//! closed by a sentence mark or emphasis (`npm_…,`, `**npm_…**`) with a
+//! space before the mark.
 //! Base64 and hex runs that decode to text are read too, and stored bytes in
 //! UTF-16 are read as the text they hold (see `encodings`).
 //!
@@ -81,14 +82,21 @@ pub fn detect_bytes(bytes: &[u8]) -> Option<Finding> {
     encodings::texts_of(bytes).iter().find_map(|text| detect(text))
 }
 
-/// The first finding in `text` as a reader sees it, then with wraps joined.
+/// The first finding in `text` as a reader sees it, then with wraps joined,
+/// then with its tokens apart from the sentence marks closing them.
 fn read(text: &str) -> Option<Finding> {
     let engine = engine::engine();
     let seen = view(text, false);
-    engine.detect(seen.as_bytes()).or_else(|| {
-        let joined = view(text, true);
-        (joined != seen).then(|| engine.detect(joined.as_bytes())).flatten()
-    })
+    engine
+        .detect(seen.as_bytes())
+        .or_else(|| {
+            let joined = view(text, true);
+            (joined != seen).then(|| engine.detect(joined.as_bytes())).flatten()
+        })
+        .or_else(|| match closed(&seen) {
+            Cow::Owned(closed) => engine.detect(closed.as_bytes()),
+            Cow::Borrowed(_) => None,
+        })
 }
 
 /// The shortest run of token characters a wrap is joined after, whatever
@@ -209,7 +217,7 @@ fn view(text: &str, join: bool) -> Cow<'_, str> {
     if text.is_ascii() && !wrapped {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(spaced(&unmarked(&visible(text, wrapped))))
+    Cow::Owned(spaced(&unmarked(&visible(text, wrapped))).into_owned())
 }
 
 // The steps of `view` stay out of line, each small enough for the JVM host's
@@ -265,20 +273,58 @@ fn unmarked(text: &str) -> String {
     stripped.nfc().filter(|c| !is_invisible(*c)).collect()
 }
 
-/// A space between ASCII letters or digits and a character of another script.
+/// A space between a token and a character of another script (`…是npm_…，`,
+/// `…Kel-を`). Text that needs none is returned as it is.
 #[inline(never)]
-fn spaced(text: &str) -> String {
+fn spaced(text: &str) -> Cow<'_, str> {
+    let apart = |last: char, c: char| (token_char(last) && !same_word(c)) || (c.is_ascii_alphanumeric() && !same_word(last));
+    spaced_where(text, |last, c, _, _| apart(last, c))
+}
+
+/// A space between a long token and the sentence mark or emphasis that
+/// closes it (`use npm_…, then`, `my key is npm_….`, `**npm_…**`): the
+/// rules, written for source code, end most tokens only at a space, a quote
+/// or a `;`. A mark followed by more of the token (`SG.…`, `user:pass@`) is
+/// left alone, and so is one after a word or a number (`Hello, world.`,
+/// `(line 12)`), which holds no key: the text changes only where a reading
+/// may find one.
+#[inline(never)]
+fn closed(text: &str) -> Cow<'_, str> {
+    spaced_where(text, |last, c, next, run| {
+        run >= WRAPPED_RUN && token_char(last) && matches!(c, ',' | '.' | '!' | '?' | ')' | ']' | '}' | '*' | '~') && !next.is_some_and(|n| token_char(n) || n == '@')
+    })
+}
+
+/// `text` with a space before each character that `apart(last, c, next,
+/// run)` says starts a new word, `run` counting the token characters
+/// before it.
+fn spaced_where(text: &str, apart: impl Fn(char, char, Option<char>, usize) -> bool) -> Cow<'_, str> {
+    let mut chars = text.chars().peekable();
+    let (mut last, mut run) = (' ', 0);
+    let mut at = 0;
+    while let Some(c) = chars.next() {
+        if apart(last, c, chars.peek().copied(), run) {
+            break;
+        }
+        at += c.len_utf8();
+        run = if token_char(c) { run + 1 } else { 0 };
+        last = c;
+    }
+    if at == text.len() {
+        return Cow::Borrowed(text);
+    }
     let mut out = String::with_capacity(text.len() + 16);
-    let mut last = ' ';
-    for c in text.chars() {
-        let apart = (last.is_ascii_alphanumeric() && !same_word(c)) || (c.is_ascii_alphanumeric() && !same_word(last));
-        if apart {
+    out.push_str(&text[..at]);
+    let mut chars = text[at..].chars().peekable();
+    while let Some(c) = chars.next() {
+        if apart(last, c, chars.peek().copied(), run) {
             out.push(' ');
         }
         out.push(c);
+        run = if token_char(c) { run + 1 } else { 0 };
         last = c;
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Whether `text` has a break [`view`] joins (decided as `visible` decides it).
