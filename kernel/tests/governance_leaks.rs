@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use ctxkernel::secrets::detect;
+use ctxkernel::secrets::{self, detect};
 use ctxkernel::store::MemStore;
 use ctxkernel::{Command, ErrorCode, KernelError};
 use proptest::prelude::*;
@@ -626,4 +626,65 @@ fn a_split_is_found_past_invisible_and_fullwidth_edges_and_only_within_a_session
         append(&mut store, session, &conv).unwrap();
         assert_eq!(events(&mut store, session)[0]["sensitivity"], "internal", "{session}");
     }
+}
+
+/// Real-shaped keys whose shape alone makes them keys.
+fn shaped_keys() -> Vec<String> {
+    let body = |alphabet: &str, n: usize, seed: usize| -> String {
+        let chars: Vec<char> = alphabet.chars().collect();
+        (0..n).map(|i| chars[(i * 7 + seed * 13 + i * i * 3) % chars.len()]).collect()
+    };
+    const ALNUM: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    const B32: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+    (0..4)
+        .flat_map(|seed| {
+            [
+                format!("AKIA{}", body(B32, 16, seed)),
+                format!("ghp_{}", body(ALNUM, 36, seed)),
+                format!("glpat-{}", body(ALNUM, 20, seed)),
+                format!("sk_live_{}", body(ALNUM, 24, seed)),
+                format!("npm_{}", body(ALNUM, 36, seed)),
+                format!("AIza{}", body(ALNUM, 35, seed)),
+                format!("xoxb-123456789012-1234567890123-{}", body(ALNUM, 24, seed)),
+            ]
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A key cut anywhere into two short halves, neither a key, with
+    /// whatever the first message said before it (a key among them): the
+    /// halves read as one token across the two messages.
+    #[test]
+    fn a_key_cut_anywhere_between_two_messages_is_found(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(), lead in 0usize..4, trail in 0usize..3) {
+        let keys = shaped_keys();
+        let key = pick.get(&keys);
+        prop_assert!(detect(key).is_some(), "{} is a key", key);
+        let cut = 1 + at.index(key.len() - 1);
+        let (first, second) = key.split_at(cut);
+        prop_assume!(detect(first).is_none() && detect(second).is_none());
+        let lead = ["", "the aws key is ", "here: ", "ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo and the other one is "][lead];
+        let trail = ["", " thanks", ", ok?"][trail];
+        let before = format!("{lead}{first}");
+        let after = format!("{second}{trail}");
+        prop_assert!(secrets::split_kind(&before, &after).is_some(), "{:?} then {:?}", before, after);
+    }
+}
+
+#[test]
+fn no_two_consecutive_honest_lines_make_a_key() {
+    // Every pair of consecutive lines of the conversation corpus, and every
+    // line after itself: none is a key split in two.
+    let lines: Vec<String> = include_str!("data/conversations/chatterbot-corpus.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    let joined: Vec<_> = lines
+        .windows(2)
+        .flat_map(|w| [(&w[0], &w[1]), (&w[0], &w[0])])
+        .filter(|(a, b)| secrets::split_kind(a, b).is_some())
+        .collect();
+    assert!(joined.is_empty(), "{joined:?}");
 }

@@ -95,7 +95,8 @@ export interface Entry {
 
 /**
  * The storage port. Keys are ASCII; `scan` returns keys after `startAfter`
- * that start with `prefix`, in bytewise order. `put`/`remove` compare the
+ * that start with `prefix`, in bytewise order: `limit` of them, or fewer only
+ * when no more follow (the kernel reads a short page as the end). `put`/`remove` compare the
  * key's revision with `expected` (undefined: unconditional, 0n: absent) and
  * throw `StoreConflict` on a mismatch; expected failures throw `StoreError`.
  * `begin(write)` opens a call's transaction; `write` is false for a command

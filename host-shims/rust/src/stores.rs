@@ -10,6 +10,8 @@ use std::time::Duration;
 /// The storage port (the WIT `store` interface) plus one transaction per kernel call.
 pub trait HostStore: Send {
     fn get(&mut self, key: &str) -> Result<Option<Entry>, String>;
+    /// `limit` entries, or fewer only when no more follow: the kernel reads
+    /// a short page as the end.
     fn scan(&mut self, prefix: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>, String>;
     fn put(&mut self, key: &str, value: &[u8], expected: Option<u64>) -> Result<u64, PutError>;
     fn remove(&mut self, key: &str, expected: Option<u64>) -> Result<(), PutError>;

@@ -344,18 +344,26 @@ fn has_wrap(text: &str) -> bool {
 }
 
 /// The kind of secret split between the end of `before` and the start of
-/// `after` (two messages), read as one token wrapped between them; None when
-/// `before` holds one alone (it was found there), or when the one does not
-/// end, or the other start, with a token character.
+/// `after` (two messages); None when `before` holds one alone (it was found
+/// there), or when the one does not end, or the other start, with a token
+/// character. Two readings: the token ending `before` and the one starting
+/// `after` joined into one (`AKIAZ7Q2LM` then `4XW3RT5Y6U`), which counts
+/// only when that token alone is a key, as no two honest words are; and the
+/// two texts read as one token wrapped between them, where the wrap rule
+/// joins it and the words before it may say what it is (`password is`).
 pub fn split_kind(before: &str, after: &str) -> Option<&'static str> {
-    fn edge(mut chars: impl Iterator<Item = char>) -> bool {
-        chars.find(|c| !c.is_whitespace() && !is_invisible(*c)).is_some_and(token_char)
-    }
-    if !edge(before.chars().rev()) || !edge(after.chars()) {
+    let edge = |c: &char| !c.is_whitespace() && !is_invisible(*c);
+    let tail: Vec<char> = before.chars().rev().skip_while(|c| !edge(c)).take_while(|c| token_char(*c) || is_invisible(*c)).collect();
+    let head: String = after.chars().skip_while(|c| !edge(c)).take_while(|c| token_char(*c) || is_invisible(*c)).collect();
+    let tail: String = tail.into_iter().rev().collect();
+    if !tail.chars().any(token_char) || !head.chars().any(token_char) {
         return None;
     }
-    let found = kind(&format!("{before}\n{after}"))?;
-    kind(before).is_none().then_some(found)
+    let joined = kind(&format!("{tail}{head}")).filter(|_| kind(&tail).is_none());
+    joined.or_else(|| {
+        let found = kind(&format!("{before}\n{after}"))?;
+        kind(before).is_none().then_some(found)
+    })
 }
 
 /// The kind of secret `text` holds, if any: what errors and reasons name.

@@ -31,9 +31,12 @@ class StoreError(Exception):
 
 
 class Store(Protocol):
-    """The storage port. `expected`: None writes unconditionally, 0 requires
-    the key to be absent, r requires its revision to be r. `begin(write)`
-    opens a call's transaction; `write` is False for a command that only reads."""
+    """The storage port. `scan` returns the keys after `start_after` that start
+    with `prefix`, in bytewise order: `limit` of them, or fewer only when no
+    more follow (the kernel reads a short page as the end). `expected`: None
+    writes unconditionally, 0 requires the key to be absent, r requires its
+    revision to be r. `begin(write)` opens a call's transaction; `write` is
+    False for a command that only reads."""
 
     def get(self, key: str) -> Optional[Entry]: ...
     def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]: ...

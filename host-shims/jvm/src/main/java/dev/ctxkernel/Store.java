@@ -4,7 +4,9 @@ import java.util.List;
 
 /**
  * The kernel's storage port. Keys are ASCII; {@code scan} returns the keys
- * after {@code startAfter} that start with {@code prefix}, in bytewise order.
+ * after {@code startAfter} that start with {@code prefix}, in bytewise order:
+ * {@code limit} of them, or fewer only when no more follow (the kernel reads
+ * a short page as the end).
  * {@code put} and {@code remove} compare the key's revision with
  * {@code expected} (null: unconditional, 0: absent) and throw
  * {@link StoreConflict} on a mismatch; failures throw {@link StoreException}.
