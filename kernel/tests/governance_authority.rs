@@ -2,7 +2,8 @@
 //! not the whole message; a retraction takes back what came before it, in
 //! any language users write in; what is stored is what the user typed; an
 //! actor is someone. Each class is checked over generated phrasings, and
-//! honest conversation text (28 languages) bounds the false refusals.
+//! honest conversation text (28 languages, and a held-out set in 68) bounds
+//! the false refusals.
 
 mod common;
 
@@ -201,8 +202,8 @@ fn sentences_of(line: &str) -> Vec<(String, bool)> {
         let title = word.chars().count() <= 3 && word.chars().next().is_some_and(char::is_uppercase)
             || ["etc", "vs", "e.g", "i.e"].contains(&word.trim_start_matches(|c: char| !c.is_alphanumeric()));
         // A run of marks (`!?`) ends one sentence.
-        let more = chars.peek().is_some_and(|n| "!?。！？؟".contains(*n));
-        if !more && (matches!(c, '!' | '?' | '。' | '！' | '？' | '؟') || c == '.' && next_blank && !title) {
+        let more = chars.peek().is_some_and(|n| "!?。！？؟፧".contains(*n));
+        if !more && (matches!(c, '!' | '?' | '。' | '！' | '？' | '؟' | '፧') || c == '.' && next_blank && !title) {
             out.push(std::mem::take(&mut current));
         }
     }
@@ -210,9 +211,9 @@ fn sentences_of(line: &str) -> Vec<(String, bool)> {
     let cjk = |c: char| matches!(c, '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{9FFF}');
     out.into_iter()
         .map(|s| {
-            // A question: its closing marks hold a question mark (`?`, `?!`, `؟!`), or it opens with `¿`.
-            let marks: String = s.trim_end().chars().rev().take_while(|c| "!?。！？؟.".contains(*c)).collect();
-            (s.trim().trim_end_matches(['.', '!', '?', '。', '！', '？', '؟']).trim().to_string(), marks.contains(['?', '？', '؟']) || s.trim_start().starts_with('¿'))
+            // A question: its closing marks hold a question mark (`?`, `?!`, `؟!`, Ethiopic `፧`), or it opens with `¿`.
+            let marks: String = s.trim_end().chars().rev().take_while(|c| "!?。！？؟፧.".contains(*c)).collect();
+            (s.trim().trim_end_matches(['.', '!', '?', '。', '！', '？', '؟', '፧']).trim().to_string(), marks.contains(['?', '？', '؟', '፧']) || s.trim_start().starts_with('¿'))
         })
         .filter(|(s, _)| s.split_whitespace().count() >= 2 || s.chars().filter(|c| cjk(*c)).count() >= 3)
         .collect()
@@ -259,6 +260,39 @@ fn honest_conversation_is_grounded() {
     println!("{} of {questions} questions grounded", grounded_questions.len());
     assert!(questions > 1_000 && grounded_questions.is_empty(), "{:?}", &grounded_questions[..grounded_questions.len().min(12)]);
     assert!(total > 10_000);
+    assert!(rate <= 0.01, "{refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
+}
+
+#[test]
+fn held_out_honest_text_is_grounded() {
+    // spaCy's example sentences (68 languages, written by native speakers
+    // for its documentation): nothing was adjusted to them. Each sentence of
+    // each is a claim cited from a user's message holding it; statements
+    // must ground (at most 1% refused), questions must not.
+    let (mut total, mut refused, mut examples) = (0, 0, Vec::new());
+    let (mut questions, mut grounded_questions) = (0, Vec::new());
+    for line in include_str!("data/conversations/spacy-examples.jsonl").lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let text = v["text"].as_str().unwrap();
+        for (sentence, question) in sentences_of(text) {
+            if question {
+                questions += 1;
+                if grounds(text, &sentence).is_ok() {
+                    grounded_questions.push(format!("{}: {sentence:?}", v["lang"]));
+                }
+                continue;
+            }
+            total += 1;
+            if let Err(why) = grounds(text, &sentence) {
+                refused += 1;
+                examples.push(format!("{}: {sentence:?} in {text:?}: {why}", v["lang"]));
+            }
+        }
+    }
+    let rate = refused as f64 / total as f64;
+    println!("held out: {refused} of {total} statements refused ({:.2}%), {} of {questions} questions grounded\n{}", rate * 100.0, grounded_questions.len(), examples.join("\n"));
+    assert!(total > 350, "{total}");
+    assert!(grounded_questions.is_empty(), "{grounded_questions:?}");
     assert!(rate <= 0.01, "{refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
 }
 

@@ -132,6 +132,11 @@ fn conversation_text_holds_no_secret() {
     assert!(lines.len() > 13_000);
     let flagged: Vec<_> = lines.iter().filter_map(|(lang, text)| detect(text).map(|f| (lang, f.rule, text))).collect();
     assert!(flagged.is_empty(), "{} false positives: {flagged:?}", flagged.len());
+    // Held out: spaCy's example sentences in 68 languages.
+    let held_out: Vec<&str> = include_str!("data/conversations/spacy-examples.jsonl").lines().collect();
+    assert!(held_out.len() > 400);
+    let flagged: Vec<_> = held_out.iter().filter(|line| detect(line).is_some()).collect();
+    assert!(flagged.is_empty(), "{} false positives: {flagged:?}", flagged.len());
 }
 
 /// Every corpus text's finding, as one line each.

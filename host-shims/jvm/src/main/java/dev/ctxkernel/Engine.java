@@ -10,7 +10,13 @@ import com.dylibso.chicory.wasm.types.MemoryLimits;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.function.Function;
+import java.util.logging.Logger;
+import javax.management.JMException;
+import javax.management.ObjectName;
 
 /**
  * Loading the component and crossing into it: the component's core module
@@ -53,12 +59,58 @@ final class Engine {
                 }
                 byte[] core = ComponentBinary.coreModule(ComponentBinary.readAll(in));
                 WasmModule module = Parser.parse(core);
+                keepOptimizingCompilerOff();
                 runtime = new Runtime(core, module, MachineFactoryCompiler.compile(module));
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
         }
         return runtime;
+    }
+
+    /** Opts back in to HotSpot's optimizing compiler for the module (see {@link #keepOptimizingCompilerOff}). */
+    static final String OPTIMIZE_PROPERTY = "ctxkernel.jvm.c2";
+
+    /**
+     * Keeps HotSpot's optimizing compiler (C2) away from the module's
+     * compiled classes before JDK 25, so every process computes what the
+     * other hosts compute. On OpenJDK 17 the module was seen to answer
+     * differently under CPU load (a 1 MiB text's token estimate one higher
+     * in about one run of three, a trap after heavy warm-up); never with C1
+     * alone, never on JDK 25. C1 still compiles those methods (a 10k-item
+     * plan takes about 1.4 times as long). The means is a compiler directive
+     * scoped to Chicory's generated classes, added through HotSpot's
+     * DiagnosticCommand MBean; a JVM without it is left as it is, with a
+     * warning. {@code -Dctxkernel.jvm.c2=true} opts back in.
+     */
+    private static void keepOptimizingCompilerOff() {
+        if (Boolean.getBoolean(OPTIMIZE_PROPERTY) || java.lang.Runtime.version().feature() >= 25) {
+            return;
+        }
+        Path directives = null;
+        try {
+            directives = Files.createTempFile("ctxkernel-compiler", ".json");
+            Files.writeString(directives, "[{match: \"com/dylibso/chicory/$gen/*.*\", c2: {Exclude: true}}]");
+            Object answer = ManagementFactory.getPlatformMBeanServer().invoke(
+                    new ObjectName("com.sun.management:type=DiagnosticCommand"),
+                    "compilerDirectivesAdd",
+                    new Object[] {new String[] {directives.toString()}},
+                    new String[] {String[].class.getName()});
+            if (!String.valueOf(answer).contains("added")) {
+                throw new IllegalStateException(String.valueOf(answer).trim());
+            }
+        } catch (IOException | JMException | RuntimeException e) {
+            Logger.getLogger(Engine.class.getName())
+                    .warning("cannot keep the optimizing compiler off the kernel's classes: " + e);
+        } finally {
+            if (directives != null) {
+                try {
+                    Files.deleteIfExists(directives);
+                } catch (IOException ignored) {
+                    // A temporary file left behind holds only the directive.
+                }
+            }
+        }
     }
 
     /** The core module the kernel runs (for checking it against the component). */
