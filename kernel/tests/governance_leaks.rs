@@ -646,6 +646,9 @@ fn shaped_keys() -> Vec<String> {
                 format!("npm_{}", body(ALNUM, 36, seed)),
                 format!("AIza{}", body(ALNUM, 35, seed)),
                 format!("xoxb-123456789012-1234567890123-{}", body(ALNUM, 24, seed)),
+                format!("hvs.{}", body(ALNUM, 92, seed)),
+                format!("SG.{}.{}", body(ALNUM, 22, seed), body(ALNUM, 43, seed + 1)),
+                format!("eyJhbGciOiJIUzI1NiJ9.eyJ{}.{}", body(ALNUM, 40, seed), body(ALNUM, 43, seed + 2)),
             ]
         })
         .collect()
@@ -658,14 +661,14 @@ proptest! {
     /// whatever the first message said before it (a key among them): the
     /// halves read as one token across the two messages.
     #[test]
-    fn a_key_cut_anywhere_between_two_messages_is_found(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(), lead in 0usize..4, trail in 0usize..3) {
+    fn a_key_cut_anywhere_between_two_messages_is_found(pick in any::<prop::sample::Index>(), at in any::<prop::sample::Index>(), lead in 0usize..5, trail in 0usize..3) {
         let keys = shaped_keys();
         let key = pick.get(&keys);
         prop_assert!(detect(key).is_some(), "{} is a key", key);
         let cut = 1 + at.index(key.len() - 1);
         let (first, second) = key.split_at(cut);
         prop_assume!(detect(first).is_none() && detect(second).is_none());
-        let lead = ["", "the aws key is ", "here: ", "ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo and the other one is "][lead];
+        let lead = ["", "the aws key is ", "here: ", "ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo and the other one is ", "ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo-"][lead];
         let trail = ["", " thanks", ", ok?"][trail];
         let before = format!("{lead}{first}");
         let after = format!("{second}{trail}");
@@ -674,11 +677,34 @@ proptest! {
 }
 
 #[test]
+fn a_key_cut_between_two_messages_is_found_past_marks_and_compatibility_letters() {
+    let (first, second) = ("AKIAZ7Q2LM", "4XW3RT5Y6U");
+    let math = |s: &str| -> String {
+        s.chars().map(|c| match c {
+            'A'..='Z' => char::from_u32(0x1D400 + (c as u32 - 'A' as u32)).unwrap(),
+            '0'..='9' => char::from_u32(0x1D7CE + (c as u32 - '0' as u32)).unwrap(),
+            _ => c,
+        }).collect()
+    };
+    for (before, after) in [
+        (format!("key {}\u{301}M", &first[..9]), second.to_string()),
+        (format!("key {first}\u{301}"), second.to_string()),
+        (format!("key {first}"), format!("\u{301}{second}")),
+        (format!("key {}", math(first)), math(second)),
+    ] {
+        assert!(secrets::split_kind(&before, &after).is_some(), "{before:?} then {after:?}");
+    }
+    // A sentence that ends is no half.
+    assert_eq!(secrets::split_kind("the key is AKIAZ7Q2LM.", "4XW3RT5Y6U"), None);
+}
+
+#[test]
 fn no_two_consecutive_honest_lines_make_a_key() {
     // Every pair of consecutive lines of the conversation corpus, and every
     // line after itself: none is a key split in two.
-    let lines: Vec<String> = include_str!("data/conversations/chatterbot-corpus.jsonl")
-        .lines()
+    let lines: Vec<String> = [include_str!("data/conversations/chatterbot-corpus.jsonl"), include_str!("data/conversations/spacy-examples.jsonl")]
+        .iter()
+        .flat_map(|corpus| corpus.lines())
         .map(|l| serde_json::from_str::<Value>(l).unwrap()["text"].as_str().unwrap().to_string())
         .collect();
     let joined: Vec<_> = lines

@@ -81,6 +81,31 @@ fn the_probes_that_slipped_through_before_are_caught() {
 }
 
 #[test]
+fn a_key_closed_by_a_mark_is_caught_and_a_hash_after_a_word_is_not() {
+    for text in [
+        "my npm token is npm_h7Kq2mZx9Lp4Rt8Vw3Ny6Bc1Fd5Gj0Hs2Qa7, keep it",
+        "use (npm_h7Kq2mZx9Lp4Rt8Vw3Ny6Bc1Fd5Gj0Hs2Qa7) for the registry",
+        "my npm token is npm_h7Kq2mZx9Lp4Rt8V\nw3Ny6Bc1Fd5Gj0Hs2Qa7.",
+        "**AIzaSyB7x2Kq9Lm4Np8Rt3Vw6Yz1Ac5Df0Gh2Jk**",
+        "https://юзер:Hunter2x@example.com/repo",
+        "ftp://用户:Passw0rd@ftp.example.cn",
+        "postgres://пользователь:Hunter2x@db.local/app",
+        "password for the веб-сервер-БД: Hunter22!",
+    ] {
+        assert!(detect(text).is_some(), "{text:?}");
+    }
+    for text in [
+        "Key commit: 620b07097e1a177cd9539b9fcae21250301f25f7, then 9b0526d.",
+        "Token counts differ between builds (API trace: 7f3a9c2e41b84d0e9a6b5c3d2e1f0a9b)!",
+        "Tokens: 4b825dc642cb6eb9a060e54bf8d69288fbee4904?",
+        "The key file is src/secrets/encodings_and_wraps.rs, see there.",
+        "See https://example.org/docs/getting-started/authentication, then retry.",
+    ] {
+        assert_eq!(detect(text), None, "{text:?}");
+    }
+}
+
+#[test]
 fn findings_keep_the_kinds_the_kernel_reported_before() {
     // The kind is what memory errors and consolidation's skip reasons name.
     for (text, kind) in [

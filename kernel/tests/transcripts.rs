@@ -20,6 +20,16 @@ fn import(store: &mut MemStore, format: &str, transcript: Value, seq: u64) -> Re
     )
 }
 
+/// [`import`] of a transcript that holds only new turns.
+fn import_new(store: &mut MemStore, format: &str, transcript: Value, seq: u64) -> Result<Value, ctxkernel::KernelError> {
+    call(
+        store,
+        Command::ImportMessages,
+        &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": format, "now": NOW, "history": "new",
+            "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript}),
+    )
+}
+
 fn plan_request(window: u64) -> Value {
     json!({"schemaVersion": 1, "now": NOW, "sessionId": "s", "sink": "model:test",
         "model": {"profile": "test-model", "window": window, "reservedOutput": 1024, "safetyMargin": 0}})
@@ -150,9 +160,54 @@ fn importing_the_same_history_twice_appends_nothing_and_a_longer_one_only_its_ne
         longer[list].as_array_mut().unwrap().push(json!({"role": "user", "content": "Thanks."}));
         let grown = import(&mut store, format, longer.clone(), seq).unwrap();
         assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{format}: {grown:#}");
-        // A host that sends only its latest turns: they are already held.
+        // Its latest turn alone, sent as the whole history: not where the
+        // session starts, so a conflict that changes nothing.
         let tail = json!({list: [longer[list].as_array().unwrap().last().unwrap()]});
-        assert_eq!(import(&mut store, format, tail, seq + 1).unwrap()["appended"], json!([]), "{format}");
+        let before = store.entries.clone();
+        let e = import(&mut store, format, tail.clone(), seq + 1).unwrap_err();
+        assert_eq!((e.code, &e.detail["turn"]), (ErrorCode::Conflict, &json!(0)), "{format}: {}", e.message);
+        assert_eq!(store.entries, before);
+        // Sent as a new turn, it is appended, though the session ends with the same words.
+        let repeated = import_new(&mut store, format, tail, seq + 1).unwrap();
+        assert_eq!(repeated["appended"].as_array().unwrap().len(), 1, "{format}: {repeated:#}");
+    }
+}
+
+#[test]
+fn a_history_that_diverges_or_stops_short_is_a_conflict_and_changes_nothing() {
+    for (format, transcript) in [("openai-chat", chat()), ("anthropic-messages", anthropic()), ("openai-responses", responses())] {
+        let list = if format == "openai-responses" { "input" } else { "messages" };
+        let mut store = MemStore::default();
+        let seq = import(&mut store, format, transcript.clone(), 0).unwrap()["head"]["seq"].as_u64().unwrap();
+        let before = store.entries.clone();
+        let turns = transcript[list].as_array().unwrap();
+        // Each user turn edited in turn, the rest kept, a new turn after.
+        for (at, turn) in turns.iter().enumerate().filter(|(_, t)| t["role"] == "user" && t["content"].is_string()) {
+            let mut edited = transcript.clone();
+            edited[list][at]["content"] = json!(format!("{} (edited)", turn["content"].as_str().unwrap()));
+            edited[list].as_array_mut().unwrap().push(json!({"role": "user", "content": "Next."}));
+            let e = import(&mut store, format, edited, seq).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Conflict, "{format} {at}: {}", e.message);
+            assert_eq!(e.detail["path"], format!("{list}[{at}]"), "{format}: {}", e.message);
+            assert_eq!(store.entries, before, "{format}");
+        }
+        // Truncated: its last turn dropped.
+        let mut short = transcript.clone();
+        short[list].as_array_mut().unwrap().pop();
+        let e = import(&mut store, format, short, seq).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Conflict, "{format}: {}", e.message);
+        assert!(e.message.contains("ends after"), "{}", e.message);
+        assert_eq!(store.entries, before);
+        // A compaction in between changes nothing of that: the whole history
+        // and one new turn append that turn.
+        call(&mut store, Command::CompactContext, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "local",
+            "sink": "model:test", "model": {"profile": "test-model", "window": 16_000, "reservedOutput": 1_000, "safetyMargin": 0},
+            "force": true})).unwrap();
+        let seq = head(&mut store)["seq"].as_u64().unwrap();
+        let mut longer = transcript.clone();
+        longer[list].as_array_mut().unwrap().push(json!({"role": "user", "content": "Next."}));
+        let grown = import(&mut store, format, longer, seq).unwrap();
+        assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{format}: {grown:#}");
     }
 }
 
@@ -224,7 +279,7 @@ fn a_new_call_may_not_reuse_an_id_the_session_already_has() {
     let seq = head(&mut store)["seq"].as_u64().unwrap();
     let reuse = json!({"messages": [{"role": "user", "content": "again"}, {"role": "assistant", "content": null, "tool_calls": [
         {"id": "call_2", "type": "function", "function": {"name": "search", "arguments": "{\"q\":9}"}}]}]});
-    let e = import(&mut store, "openai-chat", reuse, seq).unwrap_err();
+    let e = import_new(&mut store, "openai-chat", reuse, seq).unwrap_err();
     assert_eq!(e.detail["rule"], "duplicate-call-id", "{}", e.message);
     assert_eq!(head(&mut store)["seq"].as_u64().unwrap(), seq);
 }

@@ -83,20 +83,26 @@ pub fn detect_bytes(bytes: &[u8]) -> Option<Finding> {
 }
 
 /// The first finding in `text` as a reader sees it, then with wraps joined,
-/// then with its tokens apart from the sentence marks closing them.
+/// then with its long tokens apart from the sentence marks closing them (a
+/// key by its own shape only: the generic rule reads a hash or an id after a
+/// word such as `key` as one, `Key commit: 620b07…,`).
 fn read(text: &str) -> Option<Finding> {
     let engine = engine::engine();
     let seen = view(text, false);
-    engine
-        .detect(seen.as_bytes())
-        .or_else(|| {
-            let joined = view(text, true);
-            (joined != seen).then(|| engine.detect(joined.as_bytes())).flatten()
-        })
-        .or_else(|| match closed(&seen) {
-            Cow::Owned(closed) => engine.detect(closed.as_bytes()),
-            Cow::Borrowed(_) => None,
-        })
+    if let Some(finding) = engine.detect(seen.as_bytes()) {
+        return Some(finding);
+    }
+    let wrapped = has_wrap(text);
+    let joined = if wrapped { view(text, true) } else { seen };
+    if wrapped {
+        if let Some(finding) = engine.detect(joined.as_bytes()) {
+            return Some(finding);
+        }
+    }
+    match closed(&joined) {
+        Cow::Owned(closed) => engine.detect(closed.as_bytes()).filter(|f| f.rule != "generic-api-key"),
+        Cow::Borrowed(_) => None,
+    }
 }
 
 /// The shortest run of token characters a wrap is joined after, whatever
@@ -273,12 +279,24 @@ fn unmarked(text: &str) -> String {
     stripped.nfc().filter(|c| !is_invisible(*c)).collect()
 }
 
-/// A space between a token and a character of another script (`…是npm_…，`,
-/// `…Kel-を`). Text that needs none is returned as it is.
+/// A space between ASCII letters or digits and a character of another
+/// script (`…是npm_…，`), and between a key's closing `-` or `_` and a
+/// script written without spaces (`…Kel-を`; not `веб-сервер` or `://юзер`,
+/// where the other script goes on the same word or link). Text that needs
+/// none is returned as it is.
 #[inline(never)]
 fn spaced(text: &str) -> Cow<'_, str> {
-    let apart = |last: char, c: char| (token_char(last) && !same_word(c)) || (c.is_ascii_alphanumeric() && !same_word(last));
+    let apart = |last: char, c: char| {
+        (last.is_ascii_alphanumeric() && !same_word(c))
+            || (c.is_ascii_alphanumeric() && !same_word(last))
+            || (matches!(last, '-' | '_') && unspaced_script(c))
+    };
     spaced_where(text, |last, c, _, _| apart(last, c))
+}
+
+/// Han, kana, Hangul and the CJK marks: scripts whose words touch.
+fn unspaced_script(c: char) -> bool {
+    matches!(c, '\u{3000}'..='\u{30FF}' | '\u{3400}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// A space between a long token and the sentence mark or emphasis that
@@ -344,26 +362,44 @@ fn has_wrap(text: &str) -> bool {
 }
 
 /// The kind of secret split between the end of `before` and the start of
-/// `after` (two messages); None when `before` holds one alone (it was found
-/// there), or when the one does not end, or the other start, with a token
-/// character. Two readings: the token ending `before` and the one starting
-/// `after` joined into one (`AKIAZ7Q2LM` then `4XW3RT5Y6U`), which counts
-/// only when that token alone is a key, as no two honest words are; and the
-/// two texts read as one token wrapped between them, where the wrap rule
-/// joins it and the words before it may say what it is (`password is`).
+/// `after` (two messages). Two readings: the token ending `before` (or its
+/// part after a `-`, `_`, `.` or another separator, when what comes first is
+/// a key of its own) and the token starting `after` joined into one
+/// (`AKIAZ7Q2LM` then `4XW3RT5Y6U`), which counts only when that token alone
+/// is a key, as no two honest words are; and, when `before` holds no secret
+/// and both edges are token characters, the two texts read as one token
+/// wrapped between them, where the words before it may say what it is
+/// (`password is`).
 pub fn split_kind(before: &str, after: &str) -> Option<&'static str> {
-    let edge = |c: &char| !c.is_whitespace() && !is_invisible(*c);
-    let tail: Vec<char> = before.chars().rev().skip_while(|c| !edge(c)).take_while(|c| token_char(*c) || is_invisible(*c)).collect();
-    let head: String = after.chars().skip_while(|c| !edge(c)).take_while(|c| token_char(*c) || is_invisible(*c)).collect();
+    // The tokens at the edges, as the rules read them: compatibility forms
+    // folded, marks and invisible characters gone; a `.` inside a key
+    // (`hvs.…`, `SG.…`, a JWT) is part of it.
+    let fold = |text: &str| -> String { text.nfkd().filter(|c| !is_combining_mark(*c) && !is_invisible(*c)).collect() };
+    let part = |c: &char| token_char(*c) || *c == '.';
+    let tail: Vec<char> = fold(before).trim_end().chars().rev().take_while(part).collect();
     let tail: String = tail.into_iter().rev().collect();
-    if !tail.chars().any(token_char) || !head.chars().any(token_char) {
+    let head: String = fold(after).trim_start().chars().take_while(part).collect();
+    if tail.chars().any(token_char) && head.chars().any(token_char) {
+        let separator = |c: char| matches!(c, '-' | '_' | '.' | '/' | '+' | '=');
+        let starts = std::iter::once(0).chain(tail.char_indices().filter(|(_, c)| separator(*c)).map(|(i, c)| i + c.len_utf8()));
+        for start in starts.take(16) {
+            let first = &tail[start..];
+            if !first.is_empty() && kind(first).is_none() {
+                if let Some(found) = kind(&format!("{first}{head}")) {
+                    return Some(found);
+                }
+            }
+        }
+    }
+    // The wrap reading needs token characters at both edges.
+    fn edge(mut chars: impl Iterator<Item = char>) -> bool {
+        chars.find(|c| !c.is_whitespace() && !is_invisible(*c) && !is_combining_mark(*c)).is_some_and(token_char)
+    }
+    if !edge(before.chars().rev()) || !edge(after.chars()) {
         return None;
     }
-    let joined = kind(&format!("{tail}{head}")).filter(|_| kind(&tail).is_none());
-    joined.or_else(|| {
-        let found = kind(&format!("{before}\n{after}"))?;
-        kind(before).is_none().then_some(found)
-    })
+    let found = kind(&format!("{before}\n{after}"))?;
+    kind(before).is_none().then_some(found)
 }
 
 /// The kind of secret `text` holds, if any: what errors and reasons name.

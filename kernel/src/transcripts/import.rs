@@ -1,11 +1,16 @@
 //! `import-messages`: a provider transcript appended to a session, once.
 //!
-//! A host usually re-sends its whole history each turn, so only the part the
-//! session does not already end with is appended: each conversational item
-//! has an identity (speaker, text, parts by digest, calls, result), and the
-//! longest prefix of the transcript that the session's items end with is
-//! skipped. Identities leave out what providers and hosts drop or rewrite
-//! between turns: cache hints, message ids, thinking and reasoning.
+//! A host usually re-sends its whole history each turn (`history: whole`, the
+//! default): the session's conversation must then be where the transcript
+//! starts, and only what follows it is appended. Each conversational item
+//! has an identity (speaker, text, parts by digest, calls, result), compared
+//! turn by turn; a transcript that differs from the session's history before
+//! its end, or stops short of it (edited or truncated by the host), is a
+//! `conflict` naming the first turn that differs, and nothing is appended. A
+//! host that sends only its new turns says `history: new`, and every turn is
+//! appended, one repeated word for word included. Identities leave out what
+//! providers and hosts drop or rewrite between turns: cache hints, message
+//! ids, thinking and reasoning.
 //!
 //! The transcript's leading system text (Anthropic `system`, Responses
 //! `instructions`, leading system or developer messages) becomes the
@@ -20,10 +25,11 @@ use crate::contracts::{
     check_id, check_scope, check_sinks, check_version, Anchor, ContextItem, ExpectedHead, Head, ItemKind, Origin, Part, PartKind, Provenance,
     Role, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, ToolDefinition, ToolResult, Trust,
 };
-use crate::error::{KernelError, Result};
+use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::{self, Appended, AppendEventsRequest, SessionLog};
 use crate::store::Db;
 use base64::Engine;
+use serde_json::json;
 use std::collections::BTreeSet;
 
 fn session_scope() -> Scope {
@@ -34,6 +40,18 @@ fn verified() -> Trust {
     Trust::Verified
 }
 
+label! {
+/// What an imported transcript holds.
+#[derive(Default)]
+pub enum History {
+    /// The whole conversation so far, as a host re-sends it each turn.
+    #[default]
+    Whole,
+    /// Only the turns that follow what the session holds.
+    New,
+}
+}
+
 contract! {
 pub struct ImportRequest {
     /// Sinks every imported item (and stored part) may go to.
@@ -41,6 +59,10 @@ pub struct ImportRequest {
     /// The head the host built on; checked only when something is appended.
     pub expected_head: ExpectedHead,
     pub format: Format,
+    /// Whether the transcript is the whole conversation (`whole`, the
+    /// default) or only its new turns (`new`).
+    #[serde(default)]
+    pub history: History,
     pub now: Timestamp,
     pub schema_version: u32,
     /// The imported items' scope; `session` unless said.
@@ -124,11 +146,12 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     }
 
     let conversation: Vec<ContextItem> = reading.turns[leading..].iter().map(|t| base.item(t)).collect();
-    let had: Vec<String> = log.items.iter().filter_map(|c| identity(&c.item)).collect();
-    let new: Vec<String> = conversation.iter().filter_map(identity).collect();
-    let overlap = overlap(&had, &new);
-    skipped += overlap as u64;
-    for call in conversation[overlap..].iter().flat_map(|i| &i.tool_calls) {
+    let held_turns = match request.history {
+        History::New => 0,
+        History::Whole => held(log, &conversation, &reading.turns[leading..])?,
+    };
+    skipped += held_turns as u64;
+    for call in conversation[held_turns..].iter().flat_map(|i| &i.tool_calls) {
         if known.contains(&call.call_id) {
             let path = reading.turns[leading..].iter().find(|t| t.calls.iter().any(|c| c.call_id == call.call_id)).map_or("$", |t| t.path.as_str());
             let violation = Violation {
@@ -139,7 +162,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
             return Err(Violation::refuse("the transcript is not valid", &[violation]));
         }
     }
-    for (k, item) in conversation.into_iter().enumerate().skip(overlap) {
+    for (k, item) in conversation.into_iter().enumerate().skip(held_turns) {
         blobs.push(&payloads[leading + k]);
         items.push(item);
     }
@@ -351,51 +374,25 @@ fn parts_identity(parts: &[Part]) -> Vec<(&'static str, Option<&str>, Option<&st
         .collect()
 }
 
-/// The longest `k` such that `new[..k]` is what `had` ends with.
-fn overlap(had: &[String], new: &[String]) -> usize {
-    // Prefix function over `new`, then run `had` through it.
-    let mut fail = vec![0usize; new.len()];
-    let mut k = 0;
-    for i in 1..new.len() {
-        while k > 0 && new[i] != new[k] {
-            k = fail[k - 1];
-        }
-        if new[i] == new[k] {
-            k += 1;
-        }
-        fail[i] = k;
+/// How many of the transcript's turns the session holds, when the
+/// transcript is the whole conversation: all of the session's, which must be
+/// where the transcript starts. A turn that differs before the session's
+/// end, or a transcript that stops short of it, is a conflict naming the
+/// first turn that does not match.
+fn held(log: &SessionLog, conversation: &[ContextItem], turns: &[Turn]) -> Result<usize> {
+    let had: Vec<String> = log.items.iter().filter_map(|c| identity(&c.item)).collect();
+    for (turn, stored) in had.iter().enumerate() {
+        let why = match conversation.get(turn) {
+            None => format!("the transcript's conversation ends after {turn} turns, but the session holds {}", had.len()),
+            Some(item) if identity(item).as_ref() != Some(stored) => format!("turn {turn} of the transcript's conversation differs from the session's"),
+            Some(_) => continue,
+        };
+        let path = turns.get(turn).map_or("$", |t| t.path.as_str());
+        return Err(KernelError::new(
+            ErrorCode::Conflict,
+            format!("{why} (at `{path}`): a whole history starts with what the session holds; a host sending only new turns says `history: new`"),
+        )
+        .with_detail(json!({"path": path, "turn": turn, "held": had.len()})));
     }
-    let mut k = 0;
-    for h in had {
-        while k > 0 && (k == new.len() || *h != new[k]) {
-            k = fail[k - 1];
-        }
-        if k < new.len() && *h == new[k] {
-            k += 1;
-        }
-    }
-    k
-}
-
-#[cfg(test)]
-mod tests {
-    use super::overlap;
-
-    fn v(s: &str) -> Vec<String> {
-        s.chars().map(String::from).collect()
-    }
-
-    #[test]
-    fn overlap_is_the_longest_prefix_the_session_ends_with() {
-        assert_eq!(overlap(&v("abc"), &v("abcd")), 3);
-        assert_eq!(overlap(&v("xabc"), &v("abcd")), 3);
-        assert_eq!(overlap(&v("abcab"), &v("abcabx")), 5);
-        assert_eq!(overlap(&v("aaa"), &v("aab")), 2);
-        assert_eq!(overlap(&v(""), &v("ab")), 0);
-        assert_eq!(overlap(&v("ab"), &v("")), 0);
-        assert_eq!(overlap(&v("abab"), &v("ab")), 2);
-        assert_eq!(overlap(&v("ba"), &v("ab")), 1);
-        assert_eq!(overlap(&v("bb"), &v("ab")), 0);
-        assert_eq!(overlap(&v("ababa"), &v("abac")), 3);
-    }
+    Ok(had.len())
 }
