@@ -91,6 +91,8 @@ fn a_key_closed_by_a_mark_is_caught_and_a_hash_after_a_word_is_not() {
         "ftp://用户:Passw0rd@ftp.example.cn",
         "postgres://пользователь:Hunter2x@db.local/app",
         "password for the веб-сервер-БД: Hunter22!",
+        "Registry: https://registry.npmjs.org/some-long-package-name\nnpm_h7Kq2mZx9Lp4Rt8Vw3Ny6Bc1Fd5Gj0Hs2Qa7, keep it safe",
+        "यह चाबी 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सुरक्षित रखें",
     ] {
         assert!(detect(text).is_some(), "{text:?}");
     }

@@ -212,6 +212,42 @@ fn a_history_that_diverges_or_stops_short_is_a_conflict_and_changes_nothing() {
 }
 
 #[test]
+fn what_hosts_rewrite_between_turns_is_the_same_history() {
+    // Anthropic: a string turned into one text block (to mark it for
+    // caching), thinking stripped from an earlier turn.
+    let mut store = MemStore::default();
+    let seq = import(&mut store, "anthropic-messages", anthropic(), 0).unwrap()["head"]["seq"].as_u64().unwrap();
+    let mut resent = anthropic();
+    resent["messages"][0]["content"] = json!([{"type": "text", "text": "Find both files.", "cache_control": {"type": "ephemeral"}}]);
+    resent["messages"][1]["content"].as_array_mut().unwrap().remove(0);
+    resent["messages"][3]["content"] = json!([{"type": "text", "text": "One failed."}]);
+    resent["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "Retry the second."}));
+    let grown = import(&mut store, "anthropic-messages", resent, seq).unwrap();
+    assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{grown:#}");
+
+    // Responses: the reasoning item left out of the re-sent input.
+    let mut store = MemStore::default();
+    let seq = import(&mut store, "openai-responses", responses(), 0).unwrap()["head"]["seq"].as_u64().unwrap();
+    let mut resent = responses();
+    resent["input"].as_array_mut().unwrap().retain(|item| item["type"] != "reasoning");
+    resent["input"].as_array_mut().unwrap().push(json!({"role": "user", "content": "Retry the second."}));
+    let grown = import(&mut store, "openai-responses", resent, seq).unwrap();
+    assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{grown:#}");
+
+    // The host's own record between two imports (an approval asked through
+    // append-events) is no turn of the provider's transcript.
+    let mut store = MemStore::default();
+    let seq = import(&mut store, "openai-chat", chat(), 0).unwrap()["head"]["seq"].as_u64().unwrap();
+    append(&mut store, &[json!({"schemaVersion": 1, "kind": "message", "role": "assistant", "content": "Delete both files?",
+        "scope": "session", "sourceRef": {"kind": "session", "id": "s", "seq": seq + 1}, "provenance": {"origin": "host"}, "trust": "host",
+        "sensitivity": "internal", "allowedSinks": ["model:*"], "priority": 0, "pinned": false, "createdAt": NOW})]);
+    let mut longer = chat();
+    longer["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "Thanks."}));
+    let grown = import(&mut store, "openai-chat", longer, seq + 1).unwrap();
+    assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{grown:#}");
+}
+
+#[test]
 fn a_new_system_prompt_supersedes_the_old_and_an_unchanged_one_is_not_appended_again() {
     let mut store = MemStore::default();
     let t1 = json!({"system": "Be terse.", "messages": [{"role": "user", "content": "hi"}]});

@@ -445,7 +445,9 @@ def anthropic_transcript(rng, turns, canonical=False):
         blocks += calls
         plain = len(blocks) == 1 and blocks[0]["type"] == "text" and rng.random() < 0.6
         messages.append({"role": "assistant", "content": blocks[0]["text"] if plain else blocks})
-        if t == turns - 1 and not calls and rng.random() < 0.5:
+        # Drawn every turn, so a longer transcript of the same seed starts with this one.
+        ends = rng.random() < 0.5
+        if t == turns - 1 and not calls and ends:
             break  # ends on the assistant
         answered = list(calls)
         if not canonical and answered and rng.random() < 0.15:

@@ -92,17 +92,16 @@ fn read(text: &str) -> Option<Finding> {
     if let Some(finding) = engine.detect(seen.as_bytes()) {
         return Some(finding);
     }
-    let wrapped = has_wrap(text);
-    let joined = if wrapped { view(text, true) } else { seen };
-    if wrapped {
-        if let Some(finding) = engine.detect(joined.as_bytes()) {
-            return Some(finding);
-        }
+    let joined = has_wrap(text).then(|| view(text, true));
+    if let Some(finding) = joined.as_ref().and_then(|joined| engine.detect(joined.as_bytes())) {
+        return Some(finding);
     }
-    match closed(&joined) {
+    // Closed marks apart in the text as seen and as joined: a wrap joins a
+    // line's last long token to a key on the next (`…-name` then `npm_…,`).
+    std::iter::once(&seen).chain(joined.as_ref()).find_map(|text| match closed(text) {
         Cow::Owned(closed) => engine.detect(closed.as_bytes()).filter(|f| f.rule != "generic-api-key"),
         Cow::Borrowed(_) => None,
-    }
+    })
 }
 
 /// The shortest run of token characters a wrap is joined after, whatever
@@ -281,22 +280,17 @@ fn unmarked(text: &str) -> String {
 
 /// A space between ASCII letters or digits and a character of another
 /// script (`…是npm_…，`), and between a key's closing `-` or `_` and a
-/// script written without spaces (`…Kel-を`; not `веб-сервер` or `://юзер`,
-/// where the other script goes on the same word or link). Text that needs
-/// none is returned as it is.
+/// letter of a script without case (`…Kel-を`, `…_स`; not `веб-сервер`,
+/// whose cased script joins words with hyphens, nor `://юзер`, a link).
+/// Text that needs none is returned as it is.
 #[inline(never)]
 fn spaced(text: &str) -> Cow<'_, str> {
     let apart = |last: char, c: char| {
         (last.is_ascii_alphanumeric() && !same_word(c))
             || (c.is_ascii_alphanumeric() && !same_word(last))
-            || (matches!(last, '-' | '_') && unspaced_script(c))
+            || (matches!(last, '-' | '_') && !same_word(c) && !c.is_lowercase() && !c.is_uppercase())
     };
     spaced_where(text, |last, c, _, _| apart(last, c))
-}
-
-/// Han, kana, Hangul and the CJK marks: scripts whose words touch.
-fn unspaced_script(c: char) -> bool {
-    matches!(c, '\u{3000}'..='\u{30FF}' | '\u{3400}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}')
 }
 
 /// A space between a long token and the sentence mark or emphasis that
@@ -362,9 +356,9 @@ fn has_wrap(text: &str) -> bool {
 }
 
 /// The kind of secret split between the end of `before` and the start of
-/// `after` (two messages). Two readings: the token ending `before` (or its
-/// part after a `-`, `_`, `.` or another separator, when what comes first is
-/// a key of its own) and the token starting `after` joined into one
+/// `after` (two messages). Two readings: the token ending `before` (or, in
+/// turn, its parts after each `-`, `_`, `.` or other separator: what comes
+/// first may be a key of its own) and the token starting `after` joined into one
 /// (`AKIAZ7Q2LM` then `4XW3RT5Y6U`), which counts only when that token alone
 /// is a key, as no two honest words are; and, when `before` holds no secret
 /// and both edges are token characters, the two texts read as one token

@@ -358,10 +358,14 @@ pub fn identity(item: &ContextItem) -> Option<String> {
         (None, Some(reference)) => reference.digest.clone(),
         (None, None) => item.parts_text(),
     };
+    // Text alone is the same turn however it is split into parts (`"hi"`,
+    // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
+    let parts = parts_identity(&item.parts);
+    let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
     let calls: Vec<(&str, &str, Option<&str>)> =
         item.tool_calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref())).collect();
     let result = item.tool_result.as_ref().map(|r| (r.call_id.as_str(), r.outcome));
-    canonical::digest_value(&(speaker, text, parts_identity(&item.parts), calls, result)).ok()
+    canonical::digest_value(&(speaker, text, parts, calls, result)).ok()
 }
 
 /// The parts a provider sends back unchanged: not thinking or reasoning,
@@ -375,12 +379,15 @@ fn parts_identity(parts: &[Part]) -> Vec<(&'static str, Option<&str>, Option<&st
 }
 
 /// How many of the transcript's turns the session holds, when the
-/// transcript is the whole conversation: all of the session's, which must be
-/// where the transcript starts. A turn that differs before the session's
+/// transcript is the whole conversation: all the session imported, which
+/// must be where the transcript starts. A turn that differs before the session's
 /// end, or a transcript that stops short of it, is a conflict naming the
 /// first turn that does not match.
 fn held(log: &SessionLog, conversation: &[ContextItem], turns: &[Turn]) -> Result<usize> {
-    let had: Vec<String> = log.items.iter().filter_map(|c| identity(&c.item)).collect();
+    // What earlier imports appended: the host's own records (an approval
+    // asked through `append-events`, a note) are no turn of its transcript.
+    let imported = log.items.iter().filter(|c| c.item.source_ref.kind == SourceKind::Import);
+    let had: Vec<String> = imported.filter_map(|c| identity(&c.item)).collect();
     for (turn, stored) in had.iter().enumerate() {
         let why = match conversation.get(turn) {
             None => format!("the transcript's conversation ends after {turn} turns, but the session holds {}", had.len()),

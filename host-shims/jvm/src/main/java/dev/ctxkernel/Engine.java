@@ -88,29 +88,34 @@ final class Engine {
         if (Boolean.getBoolean(OPTIMIZE_PROPERTY) || java.lang.Runtime.version().feature() >= 25) {
             return;
         }
-        Path directives = null;
         try {
-            directives = Files.createTempFile("ctxkernel-compiler", ".json");
-            Files.writeString(directives, "[{match: \"com/dylibso/chicory/$gen/*.*\", c2: {Exclude: true}}]");
-            Object answer = ManagementFactory.getPlatformMBeanServer().invoke(
-                    new ObjectName("com.sun.management:type=DiagnosticCommand"),
-                    "compilerDirectivesAdd",
-                    // Quoted: the command's arguments are split at spaces.
-                    new Object[] {new String[] {"\"" + directives + "\""}},
-                    new String[] {String[].class.getName()});
-            if (!String.valueOf(answer).contains("added")) {
-                throw new IllegalStateException(String.valueOf(answer).trim());
-            }
-        } catch (IOException | JMException | RuntimeException | LinkageError e) {
-            Logger.getLogger(Engine.class.getName())
-                    .warning("cannot keep the optimizing compiler off the kernel's classes: " + e);
-        } finally {
-            if (directives != null) {
-                try {
-                    Files.deleteIfExists(directives);
-                } catch (IOException ignored) {
-                    // A temporary file left behind holds only the directive.
+            CompilerDirectives.excludeFromC2("com/dylibso/chicory/$gen/*.*");
+        } catch (IOException | RuntimeException | LinkageError e) {
+            // LinkageError: a runtime without java.management fails on first
+            // use of the nested class, not while this one is verified.
+            Logger.getLogger(Engine.class.getName()).warning("cannot keep the optimizing compiler off the kernel's classes: " + e);
+        }
+    }
+
+    /** HotSpot compiler directives, added at run time (a class of its own: it needs java.management). */
+    private static final class CompilerDirectives {
+        static void excludeFromC2(String match) throws IOException {
+            Path file = Files.createTempFile("ctxkernel-compiler", ".json");
+            try {
+                Files.writeString(file, "[{match: \"" + match + "\", c2: {Exclude: true}}]");
+                Object answer = ManagementFactory.getPlatformMBeanServer().invoke(
+                        new ObjectName("com.sun.management:type=DiagnosticCommand"),
+                        "compilerDirectivesAdd",
+                        // Quoted: the command's arguments are split at spaces.
+                        new Object[] {new String[] {"\"" + file + "\""}},
+                        new String[] {String[].class.getName()});
+                if (!String.valueOf(answer).contains("added")) {
+                    throw new IllegalStateException(String.valueOf(answer).trim());
                 }
+            } catch (JMException e) {
+                throw new IllegalStateException(e);
+            } finally {
+                Files.deleteIfExists(file);
             }
         }
     }
