@@ -197,6 +197,7 @@ fn a_history_that_diverges_or_stops_short_is_a_conflict_and_changes_nothing() {
         let e = import(&mut store, format, short, seq).unwrap_err();
         assert_eq!(e.code, ErrorCode::Conflict, "{format}: {}", e.message);
         assert!(e.message.contains("ends after"), "{}", e.message);
+        assert!(e.detail["path"].as_str().unwrap().starts_with(&format!("{list}[{}]", turns.len() - 2)), "{}", e.message);
         assert_eq!(store.entries, before);
         // A compaction in between changes nothing of that: the whole history
         // and one new turn append that turn.

@@ -791,6 +791,25 @@ for name, fmt, transcript in [("chat", "openai-chat", CHAT), ("anthropic", "anth
             + [render(f) for f in FORMATS] + [render(f, window=1400) for f in FORMATS[:3]]
             + [render("anthropic-messages", window=1400, policy={"leadingAssistant": "drop", "unsettledCalls": "hold"})])
 
+# A whole history must start with what the session holds; new turns are appended as they come.
+edited = json.loads(json.dumps(CHAT))
+edited["messages"][1]["content"][0]["text"] = "Which build is this one?"
+edited["messages"].append({"role": "user", "content": "Thanks — ship it."})
+short = json.loads(json.dumps(CHAT))
+short["messages"].pop()
+thanks = {"messages": [{"role": "user", "content": "Thanks — ship it."}]}
+whole = json.loads(json.dumps(CHAT))
+whole["messages"] += [{"role": "user", "content": "Thanks — ship it."}] * 2 + [{"role": "user", "content": "Ship now."}]
+fixture("transcripts-history", "A whole history that was edited or cut short is a conflict naming the first turn that differs; "
+        "new turns are appended every time, a repeated one too; the whole history then appends only what follows.",
+        [import_messages("openai-chat", CHAT, sid="h1"),
+         import_messages("openai-chat", edited, expected={"$ref": "0#/head/seq"}, sid="h1"),
+         import_messages("openai-chat", short, expected={"$ref": "0#/head/seq"}, sid="h1"),
+         import_messages("openai-chat", thanks, expected={"$ref": "0#/head/seq"}, sid="h1", history="new"),
+         import_messages("openai-chat", thanks, expected={"$ref": "3#/head/seq"}, sid="h1", history="new"),
+         import_messages("openai-chat", whole, expected={"$ref": "4#/head/seq"}, sid="h1"),
+         import_messages("openai-chat", thanks, expected={"$ref": "5#/head/seq"}, sid="h1")])
+
 # Keys JavaScript orders first (integer-like ones), in payloads each host's JSON library writes from a request
 # object: every host must send the same bytes, or the kernel must not care about their order.
 ORDERED = {"b": 1, "10": 2, "9": 3, "a": {"2": "x", "1": "y", "01": "z"}, "-1": 4, "4294967295": 5, "4294967296": 6}

@@ -389,15 +389,20 @@ fn held(log: &SessionLog, conversation: &[ContextItem], turns: &[Turn]) -> Resul
     let imported = log.items.iter().filter(|c| c.item.source_ref.kind == SourceKind::Import);
     let had: Vec<String> = imported.filter_map(|c| identity(&c.item)).collect();
     for (turn, stored) in had.iter().enumerate() {
-        let why = match conversation.get(turn) {
-            None => format!("the transcript's conversation ends after {turn} turns, but the session holds {}", had.len()),
-            Some(item) if identity(item).as_ref() != Some(stored) => format!("turn {turn} of the transcript's conversation differs from the session's"),
+        // A turn that differs is named; a history cut short, by its last turn.
+        let (why, path) = match conversation.get(turn) {
+            None => ("ends after", turns.last().map_or("$", |t| t.path.as_str())),
+            Some(item) if identity(item).as_ref() != Some(stored) => ("differs from the session's at", turns[turn].path.as_str()),
             Some(_) => continue,
         };
-        let path = turns.get(turn).map_or("$", |t| t.path.as_str());
         return Err(KernelError::new(
             ErrorCode::Conflict,
-            format!("{why} (at `{path}`): a whole history starts with what the session holds; a host sending only new turns says `history: new`"),
+            format!(
+                "the transcript's conversation {why} `{path}` (turn {turn} of {}), while the session holds {} turns: a whole history starts with \
+                 what the session holds; a host sending only new turns says `history: new`",
+                conversation.len(),
+                had.len()
+            ),
         )
         .with_detail(json!({"path": path, "turn": turn, "held": had.len()})));
     }
