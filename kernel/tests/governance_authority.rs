@@ -219,18 +219,14 @@ fn sentences_of(line: &str) -> Vec<(String, bool)> {
         .collect()
 }
 
-#[test]
-fn honest_conversation_is_grounded() {
-    // chatterbot-corpus 1.3.3 (28 languages): each line is a user's message,
-    // each of its sentences a claim a proposer might cite. A sentence is
-    // honestly refused only when the line retracts it or answers it with a
-    // bare negation; everything else must ground. The scoping rules were
-    // adjusted to the refusals this corpus showed (answers such as "I
-    // don't." before a statement, Spanish "No puedo…"), so this is a floor
-    // against regressions, not a held-out measure.
+/// How a corpus of honest lines (`{"lang", "text"}` per line) fares when
+/// each sentence of each line is a claim cited from it: statements must
+/// ground (at most 1% refused), questions must not. Returns the number of
+/// statements and of questions.
+fn honest_corpus_is_grounded(name: &str, corpus: &str) -> (usize, usize) {
     let (mut total, mut refused, mut examples) = (0, 0, Vec::new());
     let (mut questions, mut grounded_questions) = (0, Vec::new());
-    for line in include_str!("data/conversations/chatterbot-corpus.jsonl").lines() {
+    for line in corpus.lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         let text = v["text"].as_str().unwrap();
         if text.contains("```") {
@@ -239,7 +235,6 @@ fn honest_conversation_is_grounded() {
         }
         for (sentence, question) in sentences_of(text) {
             if question {
-                // A question is no claim: it must not ground.
                 questions += 1;
                 if grounds(text, &sentence).is_ok() {
                     grounded_questions.push(format!("{}: {sentence:?} in {text:?}", v["lang"]));
@@ -256,44 +251,30 @@ fn honest_conversation_is_grounded() {
         }
     }
     let rate = refused as f64 / total as f64;
-    println!("{refused} of {total} sentences refused ({:.2}%)\n{}", rate * 100.0, examples.join("\n"));
-    println!("{} of {questions} questions grounded", grounded_questions.len());
-    assert!(questions > 1_000 && grounded_questions.is_empty(), "{:?}", &grounded_questions[..grounded_questions.len().min(12)]);
-    assert!(total > 10_000);
-    assert!(rate <= 0.01, "{refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
+    println!("{name}: {refused} of {total} statements refused ({:.2}%), {} of {questions} questions grounded\n{}", rate * 100.0, grounded_questions.len(), examples.join("\n"));
+    assert!(grounded_questions.is_empty(), "{name}: {:?}", &grounded_questions[..grounded_questions.len().min(12)]);
+    assert!(rate <= 0.01, "{name}: {refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
+    (total, questions)
+}
+
+#[test]
+fn honest_conversation_is_grounded() {
+    // chatterbot-corpus 1.3.3 (28 languages): each line is a user's message.
+    // A sentence is honestly refused only when the line retracts it or
+    // answers it with a bare negation. The scoping rules were adjusted to
+    // the refusals this corpus showed (answers such as "I don't." before a
+    // statement, Spanish "No puedo…"), so this is a floor against
+    // regressions, not a held-out measure.
+    let (statements, questions) = honest_corpus_is_grounded("chatterbot-corpus", include_str!("data/conversations/chatterbot-corpus.jsonl"));
+    assert!(statements > 10_000 && questions > 1_000, "{statements}, {questions}");
 }
 
 #[test]
 fn held_out_honest_text_is_grounded() {
     // spaCy's example sentences (68 languages, written by native speakers
-    // for its documentation): nothing was adjusted to them. Each sentence of
-    // each is a claim cited from a user's message holding it; statements
-    // must ground (at most 1% refused), questions must not.
-    let (mut total, mut refused, mut examples) = (0, 0, Vec::new());
-    let (mut questions, mut grounded_questions) = (0, Vec::new());
-    for line in include_str!("data/conversations/spacy-examples.jsonl").lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        let text = v["text"].as_str().unwrap();
-        for (sentence, question) in sentences_of(text) {
-            if question {
-                questions += 1;
-                if grounds(text, &sentence).is_ok() {
-                    grounded_questions.push(format!("{}: {sentence:?}", v["lang"]));
-                }
-                continue;
-            }
-            total += 1;
-            if let Err(why) = grounds(text, &sentence) {
-                refused += 1;
-                examples.push(format!("{}: {sentence:?} in {text:?}: {why}", v["lang"]));
-            }
-        }
-    }
-    let rate = refused as f64 / total as f64;
-    println!("held out: {refused} of {total} statements refused ({:.2}%), {} of {questions} questions grounded\n{}", rate * 100.0, grounded_questions.len(), examples.join("\n"));
-    assert!(total > 350, "{total}");
-    assert!(grounded_questions.is_empty(), "{grounded_questions:?}");
-    assert!(rate <= 0.01, "{refused} of {total} refused ({:.2}%):\n{}", rate * 100.0, examples.join("\n"));
+    // for its documentation): nothing was adjusted to them.
+    let (statements, questions) = honest_corpus_is_grounded("held out", include_str!("data/conversations/spacy-examples.jsonl"));
+    assert!(statements > 350 && questions > 100, "{statements}, {questions}");
 }
 
 fn session_saying(text: &str) -> MemStore {
