@@ -430,7 +430,13 @@ fn explain<T: DeserializeOwned>(request: &str) -> Result<T> {
                 .unwrap_or_else(|| KernelError::invalid(format!("at `{}`: a number past the range of its field", error.path()))));
         }
         Err(error) if error.inner().is_syntax() || error.inner().is_eof() => {
-            return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())))
+            // The decoder calls a name field (`format`, `history`, …) given a
+            // number, `true` or `null` a syntax error: JSON all the same.
+            if serde_json::from_str::<serde::de::IgnoredAny>(request).is_err() {
+                return Err(KernelError::invalid(format!("the request is not valid JSON: {}", error.inner())));
+            }
+            let path = error.path().to_string();
+            return Err(KernelError::invalid(format!("at `{path}`: expected one of its names, a string")).with_detail(json!({"path": path})));
         }
         Err(error) => error,
     };

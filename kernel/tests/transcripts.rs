@@ -213,6 +213,31 @@ fn a_history_that_diverges_or_stops_short_is_a_conflict_and_changes_nothing() {
 }
 
 #[test]
+fn a_history_mode_the_kernel_does_not_know_is_refused_by_name() {
+    let mut store = MemStore::default();
+    let seq = import(&mut store, "openai-chat", chat(), 0).unwrap()["head"]["seq"].as_u64().unwrap();
+    let before = store.entries.clone();
+    for history in [json!("Whole"), json!("fork"), json!(""), json!("new\u{200b}"), json!(1), json!(null)] {
+        let e = call(&mut store, Command::ImportMessages, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq},
+            "format": "openai-chat", "now": NOW, "history": history, "sensitivity": "internal", "allowedSinks": ["model:*"],
+            "transcript": {"messages": [{"role": "user", "content": "Thanks."}]}}))
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{history}: {}", e.message);
+        assert!(e.message.contains("history") || e.detail.to_string().contains("history"), "{history}: {} {}", e.message, e.detail);
+        assert_eq!(store.entries, before, "{history}");
+    }
+    // Any name field given another kind of value is named by its path.
+    for (field, value) in [("format", json!(1)), ("sensitivity", json!(true)), ("scope", json!(null)), ("history", json!(["new"]))] {
+        let mut request = json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": "openai-chat", "now": NOW,
+            "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": {"messages": [{"role": "user", "content": "Thanks."}]}});
+        request[field] = value;
+        let e = call(&mut store, Command::ImportMessages, &request).unwrap_err();
+        assert_eq!((e.code, &e.detail["path"]), (ErrorCode::InvalidRequest, &json!(field)), "{field}: {}", e.message);
+        assert_eq!(store.entries, before, "{field}");
+    }
+}
+
+#[test]
 fn what_hosts_rewrite_between_turns_is_the_same_history() {
     // Anthropic: a string turned into one text block (to mark it for
     // caching), thinking stripped from an earlier turn.

@@ -209,7 +209,12 @@ fn marker_in(folded: &str) -> Option<String> {
     let roles: Vec<String> = ROLES.iter().map(|r| key(r)).collect();
     let seconds: Vec<String> = SECOND.iter().map(|r| key(r)).collect();
     let qualifiers: Vec<String> = QUALIFIERS.iter().map(|r| key(r)).collect();
-    let (from, the, system) = (key("from"), key("the"), key("system"));
+    let (the, system) = (key("the"), key("system"));
+    // How a header naming its sender opens: `from`, `message from`,
+    // `messages from`, ….
+    let from = key("from");
+    let senders: Vec<String> =
+        std::iter::once(from.clone()).chain(seconds.iter().flat_map(|s| [format!("{s}{from}"), format!("{s}s{from}")])).collect();
     // A header's letters, skeleton read: qualifiers, a role, perhaps a
     // second word; `instruction` alone only as Alpaca's `###` header.
     // A qualified role is a header only with its second word: `New system
@@ -227,14 +232,7 @@ fn marker_in(folded: &str) -> Option<String> {
         // without them.)
         let articles = ["", "a", "an", the.as_str()];
         let sent = [letters, head].into_iter().flat_map(|h| articles.iter().filter_map(move |article| h.strip_prefix(article)));
-        let said = |head: &str| -> Vec<String> {
-            let plural = |s: &String| [s.clone(), format!("{s}s")];
-            std::iter::once(String::new()).chain(seconds.iter().flat_map(plural)).filter_map(|s| head.strip_prefix(s.as_str())?.strip_prefix(from.as_str()).map(str::to_string)).collect()
-        };
-        let sent_from = sent.flat_map(said).any(|rest| {
-            let rest = rest.strip_prefix(the.as_str()).unwrap_or(&rest);
-            rest == system
-        });
+        let sent_from = sent.flat_map(|h| senders.iter().filter_map(move |s| h.strip_prefix(s.as_str()))).any(|rest| rest.strip_prefix(the.as_str()).unwrap_or(rest) == system);
         roles.iter().any(|r| head.strip_prefix(r.as_str()).is_some_and(|rest| (rest.is_empty() && !qualified) || seconds.iter().any(|s| s == rest)))
             || sent_from
             || (alpaca && ["instruction", "instructions"].contains(&head))
