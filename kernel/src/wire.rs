@@ -8,10 +8,10 @@
 //! past that range is refused, naming where it is, except in a float field
 //! ([`FLOAT_PATHS`]: an embedding may hold `f32::MAX`, which JavaScript
 //! writes with 39 digits); so is a number past a 64-bit float's range,
-//! anywhere. Provider payloads inside a request are refused rather than
-//! changed. The decisions are made on the decimal text, exactly, never
-//! through a float, and a refusal spells the number one way, whatever the
-//! host wrote.
+//! anywhere. A provider's own JSON inside a request ([`RAW_PATHS`]) keeps
+//! its numbers as written. The decisions are made on the decimal text,
+//! exactly, never through a float, and a refusal spells the number one way,
+//! whatever the host wrote.
 
 use crate::error::{KernelError, Result};
 use serde_json::json;
@@ -26,6 +26,12 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// whatever its keys are named.
 pub const FLOAT_PATHS: [&str; 4] = ["candidates[].confidence", "candidates[].embedding[]", "candidates[].importance", "queryEmbedding[]"];
 
+/// Where requests hold a provider's own JSON, which the kernel keeps or
+/// checks as text and never reads as numbers (an Anthropic `tool_use`
+/// block's `input`, in an imported transcript or a body to validate): there,
+/// every number is read as written, never respelled or refused for its size.
+pub const RAW_PATHS: [&str; 2] = ["body.messages[].content[].input", "transcript.messages[].content[].input"];
+
 /// The request with its numbers held to the contract: borrowed when every
 /// number is already spelled as it will be read.
 pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
@@ -36,7 +42,10 @@ pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
     while let Some((start, end)) = numbers.next() {
         let spelled = match read(&text[start..end]) {
             Number::Kept => continue,
-            Number::Integer(value) => value,
+            Number::Integer(value) => match as_written(paths.get_or_insert_with(|| Paths::new(text)), start) {
+                true => continue,
+                false => value,
+            },
             Number::Beyond => match beyond(paths.get_or_insert_with(|| Paths::new(text)), start, end) {
                 Some(refusal) => return Err(refusal),
                 None => continue,
@@ -63,7 +72,32 @@ pub fn numbers(text: &str) -> Result<Cow<'_, str>> {
 /// stays under HotSpot's size limit.
 #[inline(never)]
 fn beyond(paths: &mut Paths, start: usize, end: usize) -> Option<KernelError> {
+    if as_written(paths, start) {
+        return None;
+    }
     let (path, _) = paths.at(start);
+    if FLOAT_PATHS.contains(&shape(&path).as_str()) {
+        return None;
+    }
+    let number = spelled(&paths.text[start..end]);
+    Some(
+        KernelError::invalid(format!(
+            "at `{path}`: {number} is a whole number outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every whole number on the wire"
+        ))
+        .with_detail(json!({"path": path})),
+    )
+}
+
+/// Whether the number at `start` lies in a provider payload the kernel
+/// keeps as JSON text ([`RAW_PATHS`]). Out of line, like [`beyond`].
+#[inline(never)]
+fn as_written(paths: &mut Paths, start: usize) -> bool {
+    paths.advance(start);
+    paths.raw()
+}
+
+/// A path with its array indices left out: `a[3].b` is `a[].b`.
+fn shape(path: &str) -> String {
     let mut shape = String::with_capacity(path.len());
     let mut index = false;
     for c in path.chars() {
@@ -75,16 +109,7 @@ fn beyond(paths: &mut Paths, start: usize, end: usize) -> Option<KernelError> {
         }
         shape.push(c);
     }
-    if FLOAT_PATHS.contains(&shape.as_str()) {
-        return None;
-    }
-    let number = spelled(&paths.text[start..end]);
-    Some(
-        KernelError::invalid(format!(
-            "at `{path}`: {number} is a whole number outside ±{MAX_SAFE_INTEGER} (2^53−1), the range of every whole number on the wire"
-        ))
-        .with_detail(json!({"path": path})),
-    )
+    shape
 }
 
 /// The refusal of the number at `start`, past a 64-bit float's range. Out
@@ -319,13 +344,44 @@ enum Frame {
     Array(usize),
 }
 
+/// How far a path goes along each of [`RAW_PATHS`]: the segments it
+/// matches (all of them: in or under it), or `None` once it turns off.
+/// Kept per frame, so a number's place is known without spelling its path.
+type Along = [Option<u8>; RAW_PATHS.len()];
+
+/// The segments of a [`RAW_PATHS`] entry: member names, and `[]` for any index.
+fn segments(path: &'static str) -> impl Iterator<Item = &'static str> {
+    path.split('.').flat_map(|part| {
+        let name = part.trim_end_matches("[]");
+        std::iter::once(name).chain(std::iter::repeat_n("[]", (part.len() - name.len()) / 2))
+    })
+}
+
+/// `along` one step further, into the member or element `frame` is at.
+fn step(along: Along, frame: &Frame) -> Along {
+    let mut next = along;
+    for (k, path) in RAW_PATHS.iter().enumerate() {
+        next[k] = along[k].and_then(|matched| {
+            let wanted = segments(path).nth(usize::from(matched));
+            match (wanted, frame) {
+                (None, _) => Some(matched),
+                (Some("[]"), Frame::Array(_)) => Some(matched + 1),
+                (Some(name), Frame::Object(Some(key))) if name == key => Some(matched + 1),
+                _ => None,
+            }
+        });
+    }
+    next
+}
+
 /// Paths of values in request text (as the decoder names paths:
 /// `items[3].tokenEstimate`), read forward once however many are asked for,
 /// in order. Only built to explain a refusal or to find a float field.
 struct Paths<'a> {
     text: &'a str,
     at: usize,
-    stack: Vec<Frame>,
+    /// Each open object or array, and how far the path to it goes along [`RAW_PATHS`].
+    stack: Vec<(Frame, Along)>,
 }
 
 impl<'a> Paths<'a> {
@@ -333,9 +389,19 @@ impl<'a> Paths<'a> {
         Paths { text, at: 0, stack: Vec::new() }
     }
 
-    /// The path of the value that starts at byte `target` (at or past the
-    /// last one asked for), and the name of the member it is in.
-    fn at(&mut self, target: usize) -> (String, Option<String>) {
+    /// How far the path of the value at the current place goes along [`RAW_PATHS`].
+    fn along(&self) -> Along {
+        self.stack.last().map_or([Some(0); RAW_PATHS.len()], |(frame, along)| step(*along, frame))
+    }
+
+    /// Whether the value at the current place is in or under one of [`RAW_PATHS`].
+    fn raw(&self) -> bool {
+        let along = self.along();
+        RAW_PATHS.iter().enumerate().any(|(k, path)| along[k] == Some(segments(path).count() as u8))
+    }
+
+    /// Reads forward to byte `target` (at or past the last one asked for).
+    fn advance(&mut self, target: usize) {
         let (text, bytes) = (self.text, self.text.as_bytes());
         while self.at < target.min(bytes.len()) {
             match bytes[self.at] {
@@ -343,19 +409,19 @@ impl<'a> Paths<'a> {
                     let end = string_end(bytes, self.at + 1);
                     // A string in key position names the member that follows.
                     let rest = text[end..].trim_start();
-                    if let (Some(Frame::Object(key)), true) = (self.stack.last_mut(), rest.starts_with(':')) {
+                    if let (Some((Frame::Object(key), _)), true) = (self.stack.last_mut(), rest.starts_with(':')) {
                         *key = Some(serde_json::from_str(&text[self.at..end]).unwrap_or_else(|_| text[self.at + 1..end.saturating_sub(1)].to_string()));
                     }
                     self.at = end;
                     continue;
                 }
-                b'{' => self.stack.push(Frame::Object(None)),
-                b'[' => self.stack.push(Frame::Array(0)),
+                b'{' => self.stack.push((Frame::Object(None), self.along())),
+                b'[' => self.stack.push((Frame::Array(0), self.along())),
                 b'}' | b']' => {
                     self.stack.pop();
                 }
                 b',' => {
-                    if let Some(Frame::Array(n)) = self.stack.last_mut() {
+                    if let Some((Frame::Array(n), _)) = self.stack.last_mut() {
                         *n += 1;
                     }
                 }
@@ -363,9 +429,15 @@ impl<'a> Paths<'a> {
             }
             self.at += 1;
         }
+    }
+
+    /// The path of the value that starts at byte `target` (at or past the
+    /// last one asked for), and the name of the member it is in.
+    fn at(&mut self, target: usize) -> (String, Option<String>) {
+        self.advance(target);
         let mut path = String::new();
         let mut member = None;
-        for frame in &self.stack {
+        for (frame, _) in &self.stack {
             match frame {
                 Frame::Object(Some(key)) => {
                     if !path.is_empty() {
@@ -405,6 +477,29 @@ mod tests {
     fn numbers_inside_strings_are_text() {
         let text = r#"{"a":"1.0 and -0 and 18446744073709551615","b\"1.0":"\\","c":2.0}"#;
         assert_eq!(read_as(text), r#"{"a":"1.0 and -0 and 18446744073709551615","b\"1.0":"\\","c":2}"#);
+    }
+
+    #[test]
+    fn a_providers_own_json_keeps_its_numbers_as_written() {
+        let input = r#"{"id":18446744073709551617,"ratio":1.0,"n":[1e2,-0]}"#;
+        for top in ["transcript", "body"] {
+            let text = format!(r#"{{"{top}":{{"messages":[{{"content":[{{"type":"tool_use","input":{input}}}]}}]}},"window":1.0}}"#);
+            let read = read_as(&text);
+            assert!(read.contains(input), "{read}");
+            assert!(read.ends_with(r#""window":1}"#), "{read}");
+        }
+        // The same members anywhere else are the kernel's numbers.
+        for text in [r#"{"transcript":{"messages":[{"input":1.0}]}}"#, r#"{"items":[{"input":1.0}]}"#, r#"{"transcript":{"messages":[{"content":[{"inputs":1.0}]}]}}"#] {
+            assert!(!read_as(text).contains("1.0"), "{text}");
+        }
+        assert!(numbers(r#"{"transcript":{"messages":[{"content":[{"x":18446744073709551617}]}]}}"#).is_err());
+        // Members are matched by name, as the decoder reads them, not by a spelled path.
+        assert!(!read_as(r#"{"transcript":{"messages":[{"content":[{"input.x":1.0,"input[0]":1.0}]}]}}"#).contains("1.0"));
+        assert!(read_as(r#"{"transcript":{"messages":[{"content":[{"\u0069nput":{"a":1.0}}]}]}}"#).contains("1.0"));
+        // However deep and however many, each number is placed without spelling its path.
+        let deep = format!("{}{}{}", "[".repeat(200_000), "1.0,".repeat(200_000), "]".repeat(200_000)).replace(",]", "]");
+        assert_eq!(read_as(&deep).matches('1').count(), 200_000);
+        assert!(numbers(r#"{"transcript":{"messages":[{"content":[{"input":{"x":1e400}}]}]}}"#).is_err(), "past a float's range anywhere");
     }
 
     #[test]

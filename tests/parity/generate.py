@@ -9,6 +9,7 @@ rewrites the files it generates.
 Usage: python3 tests/parity/generate.py
 """
 import json
+import pathlib
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -790,6 +791,25 @@ for name, fmt, transcript in [("chat", "openai-chat", CHAT), ("anthropic", "anth
              import_messages(fmt, grown, expected={"$ref": "0#/head/seq"})]
             + [render(f) for f in FORMATS] + [render(f, window=1400) for f in FORMATS[:3]]
             + [render("anthropic-messages", window=1400, policy={"leadingAssistant": "drop", "unsettledCalls": "hold"})])
+
+# Transcripts built with the providers' own SDKs (kernel/tests/data/transcripts): opaque blocks and items,
+# the provider's own fields (citations, statuses, a refusal), nulls as SDKs dump them. Numbers in tool
+# inputs are ones every host's JSON library writes alike (JavaScript writes 1.0 as 1).
+SDK = pathlib.Path(__file__).resolve().parents[2] / "kernel/tests/data/transcripts"
+for fmt in ["anthropic-messages", "openai-responses", "openai-chat"]:
+    transcript = json.loads((SDK / f"{fmt}.json").read_text())
+    for message in transcript.get("messages", []):
+        for block in message.get("content") if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "tool_use":
+                block["input"] = {k: (2 if v == 1.0 and isinstance(v, float) else v) for k, v in block["input"].items()}
+                block["input"].get("options", {})["limit"] = 50
+    other = {"anthropic-messages": "openai-chat", "openai-responses": "anthropic-messages", "openai-chat": "openai-responses"}[fmt]
+    sid = f"sdk-{fmt}"
+    fixture(f"transcripts-sdk-{fmt}", f"A {fmt} transcript as the provider's SDK dumps it: imported (opaque parts and blobs listed), "
+            "imported again (nothing new), rendered back to its format and across, both validated.",
+            [import_messages(fmt, transcript, sid=sid), import_messages(fmt, transcript, expected={"$ref": "0#/head/seq"}, sid=sid),
+             render(fmt, sid=sid), render(other, sid=sid), render(fmt, window=1400, sid=sid),
+             {"command": "read-events", "request": {"schemaVersion": 1, "sessionId": sid, "limit": 50}}])
 
 # A whole history must start with what the session holds; new turns are appended as they come.
 edited = json.loads(json.dumps(CHAT))

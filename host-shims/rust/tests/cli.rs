@@ -301,6 +301,29 @@ fn a_closed_pipe_ends_the_output_quietly() {
 }
 
 #[test]
+fn a_transcript_file_imports_as_its_sdk_wrote_it() {
+    let dir = temp("import-file");
+    let store = dir.join("store.sqlite");
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../../kernel/tests/data/transcripts/anthropic-messages.json");
+    let args = ["import-messages", data, "--format", "anthropic-messages", "--session", "sdk"];
+    let first = ctxk(&store, &args, None);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(stdout(&first).starts_with("appended 8 events"), "{}", stdout(&first));
+    assert!(stdout(&first).contains("opaque part kept `compaction`") && stdout(&first).contains("binary part stored"), "{}", stdout(&first));
+    // Its head read first, the same file again appends nothing.
+    let again = ctxk(&store, &args, None);
+    assert!(stdout(&again).starts_with("appended 0 events") && stdout(&again).contains("(8 already held)"), "{}", stdout(&again));
+    let events = ctxk(&store, &["--json", "events", "--session", "sdk"], None);
+    assert!(stdout(&events).contains("9007199254740993"), "the 16-digit integer the model wrote is kept");
+    let wrong = ctxk(&store, &["import-messages", data, "--format", "gemini", "--session", "sdk"], None);
+    assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
+    assert!(stderr(&wrong).contains("format"), "{}", stderr(&wrong));
+    let missing = ctxk(&store, &["import-messages", data, "--format", "anthropic-messages"], None);
+    assert!(!missing.status.success(), "--format needs --session");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_provider_transcript_imports_and_renders_its_body_verbatim() {
     let dir = temp("render");
     let store = dir.join("store.sqlite");

@@ -468,6 +468,7 @@ pub(super) fn summary_item(
             method: Some(format!("compaction:{}", if strategy == Strategy::Local { "local" } else { "provider" })),
             origin: if strategy == Strategy::Local { Origin::Kernel } else { Origin::Model },
         },
+        provider_fields: None,
         provider_id: None,
         // A summary is data about the conversation, never the assistant's own
         // word or an instruction: it sits where the user's material does.

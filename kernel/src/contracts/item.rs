@@ -57,6 +57,10 @@ pub struct ToolCall {
     /// The provider's call id (`call_…`, `toolu_…`); results answer it.
     pub call_id: String,
     pub name: String,
+    /// What the provider sent with the call that the kernel does not read
+    /// (a Responses call's `status`, an Anthropic call's `caller`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_fields: Option<super::ProviderFields>,
     /// The provider's id of the call item itself (OpenAI Responses `fc_…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
@@ -226,6 +230,10 @@ pub struct ContextItem {
     pub pinned: bool,
     pub priority: i32,
     pub provenance: Provenance,
+    /// What the provider sent with the message that the kernel does not
+    /// read (a Responses message's `status`, a Chat answer's `refusal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_fields: Option<super::ProviderFields>,
     /// The provider's id of this message (OpenAI Responses `msg_…`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
@@ -258,6 +266,20 @@ pub struct ContextItem {
     pub trust: Trust,
 }
 
+/// Every string in a JSON value, member names included: what a provider's
+/// own fields say.
+fn strings<'a>(value: &'a serde_json::Value, out: &mut Vec<&'a str>) {
+    match value {
+        serde_json::Value::String(s) => out.push(s),
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(map) => map.iter().for_each(|(k, v)| {
+            out.push(k);
+            strings(v, out)
+        }),
+        _ => {}
+    }
+}
+
 /// How far a secret split between two items is looked for: the last and
 /// the first this many characters.
 pub const SPLIT_REACH: usize = 256;
@@ -280,6 +302,9 @@ impl ContextItem {
             if let Some(id) = &call.provider_id {
                 check_id("toolCalls[].providerId", id)?;
             }
+            if let Some(fields) = &call.provider_fields {
+                fields.validate(&format!("toolCalls[{k}].providerFields"))?;
+            }
             if let Some(arguments) = &call.arguments {
                 if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
                     return fail("toolCalls[].arguments must be JSON text");
@@ -299,6 +324,9 @@ impl ContextItem {
         let fail = |message: &str| Err(KernelError::invalid(format!("item `{id}`: {message}")));
         if let Some(provider_id) = &self.provider_id {
             check_id("providerId", provider_id)?;
+        }
+        if let Some(fields) = &self.provider_fields {
+            fields.validate("providerFields")?;
         }
         if let Some(tool) = &self.tool {
             if self.kind != ItemKind::ToolSchema {
@@ -361,6 +389,7 @@ enum ItemKey {
     Pinned,
     Priority,
     Provenance,
+    ProviderFields,
     ProviderId,
     Role,
     SchemaVersion,
@@ -394,6 +423,7 @@ struct ItemFields {
     pinned: Option<bool>,
     priority: Option<i32>,
     provenance: Option<Provenance>,
+    provider_fields: Option<Option<super::ProviderFields>>,
     provider_id: Option<Option<String>>,
     role: Option<Option<Role>>,
     schema_version: Option<u32>,
@@ -431,6 +461,7 @@ impl<'de> Fields<'de> for ItemFields {
             ItemKey::Pinned => put(&mut self.pinned, "pinned", map),
             ItemKey::Priority => put(&mut self.priority, "priority", map),
             ItemKey::Provenance => put(&mut self.provenance, "provenance", map),
+            ItemKey::ProviderFields => put(&mut self.provider_fields, "providerFields", map),
             ItemKey::ProviderId => put(&mut self.provider_id, "providerId", map),
             ItemKey::Role => put(&mut self.role, "role", map),
             ItemKey::SchemaVersion => put(&mut self.schema_version, "schemaVersion", map),
@@ -465,6 +496,7 @@ impl<'de> Fields<'de> for ItemFields {
             pinned: required(self.pinned, "pinned")?,
             priority: required(self.priority, "priority")?,
             provenance: required(self.provenance, "provenance")?,
+            provider_fields: self.provider_fields.flatten(),
             provider_id: self.provider_id.flatten(),
             role: self.role.flatten(),
             schema_version: required(self.schema_version, "schemaVersion")?,
@@ -530,7 +562,22 @@ impl ContextItem {
         let refs = self.content_ref.iter().chain(self.parts.iter().filter_map(|p| p.content_ref.as_ref())).map(|r| &r.summary);
         let parts = self.parts.iter().flat_map(|p| p.text.iter().chain(&p.title).chain(&p.summary).chain(&p.url));
         let calls = self.tool_calls.iter().filter_map(|c| c.arguments.as_ref());
-        std::iter::once(self.visible_text()).chain(refs.chain(parts).chain(calls).map(String::as_str))
+        let mut carried = Vec::new();
+        for fields in self.provider_fields() {
+            fields.fields.iter().for_each(|(k, v)| {
+                carried.push(k.as_str());
+                strings(v, &mut carried)
+            });
+        }
+        std::iter::once(self.visible_text()).chain(refs.chain(parts).chain(calls).map(String::as_str)).chain(carried)
+    }
+
+    /// Everything the provider sent that the kernel keeps unread: the
+    /// message's, its parts' (opaque blocks whole) and its calls'.
+    pub fn provider_fields(&self) -> impl Iterator<Item = &super::ProviderFields> {
+        let parts = self.parts.iter().filter_map(|p| p.provider_fields.as_ref());
+        let calls = self.tool_calls.iter().filter_map(|c| c.provider_fields.as_ref());
+        self.provider_fields.iter().chain(parts).chain(calls)
     }
 
     /// Narrows the item's policy when any of its texts holds a secret: it
@@ -654,7 +701,10 @@ impl ContextItem {
     pub fn estimate(&self) -> u32 {
         let parts: u64 = self.parts.iter().map(Part::extra_tokens).fold(0, u64::saturating_add);
         let calls: u64 = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).map(|a| u64::from(tokens::estimate(a))).sum();
-        let total = u64::from(tokens::estimate(self.visible_text())).saturating_add(parts).saturating_add(calls);
+        // Parts count their own; the message's and calls' are counted here.
+        let carried = self.provider_fields.iter().chain(self.tool_calls.iter().filter_map(|c| c.provider_fields.as_ref()));
+        let carried: u64 = carried.map(|f| u64::from(tokens::estimate(&f.text()))).sum();
+        let total = u64::from(tokens::estimate(self.visible_text())).saturating_add(parts).saturating_add(calls).saturating_add(carried);
         u32::try_from(total).unwrap_or(u32::MAX)
     }
 
@@ -667,7 +717,8 @@ impl ContextItem {
                 + if p.kind == PartKind::Text { 0 } else { p.text.as_ref().map_or(0, |t| t.len() as u64) }
         };
         let parts: u64 = self.parts.iter().map(part).sum();
-        parts + self.tool_calls.iter().filter_map(|c| c.arguments.as_ref()).map(|a| a.len() as u64).sum::<u64>()
+        let carried: u64 = self.provider_fields().map(|f| f.text().len() as u64).sum();
+        parts + carried + self.tool_calls.iter().filter_map(|c| c.arguments.as_ref()).map(|a| a.len() as u64).sum::<u64>()
     }
 
     // Out of line, `prepare` stays under the size at which the JVM host's

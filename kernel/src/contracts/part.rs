@@ -22,7 +22,120 @@ pub enum PartKind {
     /// OpenAI Responses `reasoning`: its `rs_` id, summary texts and
     /// `encryptedContent`; it travels with the item that follows it.
     Reasoning,
+    /// A block or item of a type the kernel does not read (a provider's
+    /// `compaction`, a server tool's call and result): whole in
+    /// `providerFields`, sent back only to its own format.
+    Opaque,
 }
+}
+
+label! {
+/// The transcript formats the kernel reads and writes.
+pub enum Format {
+    /// OpenAI Chat Completions: `messages` with `tool_calls` and `tool` messages.
+    OpenaiChat,
+    /// OpenAI Responses: `input` items (messages, `function_call`,
+    /// `function_call_output`, `reasoning`).
+    OpenaiResponses,
+    /// Anthropic Messages: `system` and `messages` with content blocks.
+    AnthropicMessages,
+    /// The kernel's own: one object per turn, in the context item's terms.
+    Neutral,
+}
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::OpenaiChat => "openai-chat",
+            Format::OpenaiResponses => "openai-responses",
+            Format::AnthropicMessages => "anthropic-messages",
+            Format::Neutral => "neutral",
+        }
+    }
+
+    /// Whether the kernel reads blocks, parts or items of this `type` in
+    /// this format: an opaque part never holds one.
+    pub fn reads(self, kind: &str) -> bool {
+        let read: &[&str] = match self {
+            Format::AnthropicMessages => &["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"],
+            Format::OpenaiChat => &["text", "image_url", "file"],
+            Format::OpenaiResponses => {
+                &["message", "function_call", "function_call_output", "reasoning", "input_text", "output_text", "input_image", "input_file"]
+            }
+            Format::Neutral => &[],
+        };
+        read.contains(&kind)
+    }
+
+    /// Whether the kernel keeps a field of this name as the provider's own
+    /// in this format (what its readers carry; any other is refused).
+    pub fn keeps(self, field: &str) -> bool {
+        let kept: &[&str] = match self {
+            Format::AnthropicMessages => &["caller", "citations", "context", "toolset_name", "transformations"],
+            Format::OpenaiChat => &["annotations", "audio", "function_call", "name", "prompt_cache_breakpoint", "refusal"],
+            Format::OpenaiResponses => &[
+                "annotations", "async", "caller", "content", "id", "logprobs", "name", "namespace", "phase", "prompt_cache_breakpoint", "status",
+            ],
+            Format::Neutral => &[],
+        };
+        kept.contains(&field)
+    }
+}
+
+contract! {
+/// What a provider sent that the kernel keeps without reading it: a block
+/// or item of a type the kernel does not know (an `opaque` part, kept
+/// whole), or the fields of a known one it does not use (a text's
+/// citations, a call's status). Sent back as they came, and only in
+/// requests of `format`; counted by size and screened for secrets like any text.
+pub struct ProviderFields {
+    #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
+    pub fields: serde_json::Map<String, serde_json::Value>,
+    pub format: Format,
+}
+}
+
+impl ProviderFields {
+    /// Checks the fields of a known block: each one its format keeps.
+    pub fn validate(&self, at: &str) -> Result<()> {
+        self.check_format(at)?;
+        match self.fields.keys().find(|k| !self.format.keeps(k)) {
+            Some(name) => Err(Self::refuse(&format!("{at}.fields.{name}"), &format!("not a field {} keeps for a provider", self.format.name()))),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks an opaque part's block: a `type` the kernel does not read.
+    pub fn validate_opaque(&self, at: &str) -> Result<()> {
+        self.check_format(at)?;
+        match self.fields.get("type").and_then(serde_json::Value::as_str) {
+            None => Err(Self::refuse(&format!("{at}.fields.type"), "an opaque part is a block with a string `type`")),
+            Some(kind) if self.format.reads(kind) => {
+                Err(Self::refuse(&format!("{at}.fields.type"), &format!("the kernel reads `{kind}` blocks: give it as what it is, not opaque")))
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn check_format(&self, at: &str) -> Result<()> {
+        if self.format == Format::Neutral {
+            return Err(Self::refuse(&format!("{at}.format"), "provider fields belong to a provider's format, not `neutral`"));
+        }
+        if self.fields.is_empty() {
+            return Err(Self::refuse(&format!("{at}.fields"), "empty; leave providerFields out instead"));
+        }
+        Ok(())
+    }
+
+    fn refuse(path: &str, message: &str) -> KernelError {
+        KernelError::invalid(format!("{path}: {message}")).with_detail(serde_json::json!({"path": path}))
+    }
+
+    /// The fields as JSON text: what is counted and screened.
+    pub fn text(&self) -> String {
+        serde_json::to_string(&self.fields).unwrap_or_default()
+    }
 }
 
 contract! {
@@ -59,6 +172,10 @@ pub struct Part {
     pub kind: PartKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media_type: Option<String>,
+    /// What the provider sent with the part that the kernel does not read;
+    /// for an `opaque` part, the whole block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_fields: Option<ProviderFields>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
     /// A reasoning item's summary texts.
@@ -96,6 +213,7 @@ impl Part {
             id: None,
             kind,
             media_type: None,
+            provider_fields: None,
             signature: None,
             summary: Vec::new(),
             text: None,
@@ -140,8 +258,14 @@ impl Part {
         if k != PartKind::Reasoning && (self.encrypted_content.is_some() || !self.summary.is_empty()) {
             return fail("only reasoning parts have encryptedContent or summary");
         }
-        if matches!(k, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning) && self.cache_control.is_some() {
-            return fail("thinking and reasoning parts take no cacheControl");
+        if matches!(k, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning | PartKind::Opaque) && self.cache_control.is_some() {
+            return fail("thinking, reasoning and opaque parts take no cacheControl");
+        }
+        match (&self.provider_fields, k) {
+            (None, PartKind::Opaque) => return fail("an opaque part needs `providerFields`: the block it keeps"),
+            (Some(fields), PartKind::Opaque) => fields.validate_opaque(&format!("{at}.providerFields"))?,
+            (Some(fields), _) => fields.validate(&format!("{at}.providerFields"))?,
+            (None, _) => {}
         }
         if let Some(detail) = &self.detail {
             if !DETAILS.contains(&detail.as_str()) {
@@ -172,6 +296,7 @@ impl Part {
             PartKind::Thinking => "thinking",
             PartKind::RedactedThinking => "redacted-thinking",
             PartKind::Reasoning => "reasoning",
+            PartKind::Opaque => "opaque",
         }
     }
 
@@ -180,8 +305,9 @@ impl Part {
     /// providers' documented costs.
     pub fn extra_tokens(&self) -> u64 {
         let text = |s: &str| u64::from(tokens::estimate(s));
-        match self.kind {
-            PartKind::Text => 0,
+        let carried = self.provider_fields.as_ref().map_or(0, |f| text(&f.text()));
+        carried + match self.kind {
+            PartKind::Text | PartKind::Opaque => 0,
             PartKind::Thinking => text(self.text.as_deref().unwrap_or("")),
             // Opaque base64: about three bytes of payload per four characters,
             // about four bytes per token.

@@ -1,15 +1,19 @@
 //! Anthropic Messages: `system` (a string or text blocks) and `messages`
 //! whose content is a string or blocks (`text`, `image`, `document`,
-//! `tool_use`, `tool_result`, `thinking`, `redacted_thinking`).
+//! `tool_use`, `tool_result`, `thinking`, `redacted_thinking`). Blocks of
+//! other types (`compaction`, a server tool's call and result) are kept
+//! whole as opaque parts, in their place.
 //!
 //! A user message's `tool_result` blocks become tool turns ahead of the
 //! rest of that message; an assistant message is one turn whose `tool_use`
 //! blocks are its calls, after its other blocks.
 
-use super::turns::{check_pairing, text_part, Body, Reading, Speaker, Turn};
+use super::turns::{check_pairing, merge, opaque, text_part, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{CacheControl, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 const TRANSCRIPT: &[&str] = &["messages", "system", "tools"];
 /// `MessageCreateParams` besides the transcript.
@@ -17,6 +21,7 @@ const CONFIG: &[&str] = &[
     "max_tokens", "metadata", "model", "service_tier", "stop_sequences", "stream", "temperature", "thinking", "tool_choice", "top_k", "top_p",
 ];
 const REQUIRED: &[&str] = &["max_tokens", "messages", "model"];
+const FORMAT: Format = Format::AnthropicMessages;
 
 /// Reads a body; `strict` reads it as a request and adds the rules the
 /// Messages API enforces on one.
@@ -53,10 +58,10 @@ fn read_system(r: &mut Reading, system: &Value) {
                     r.fail(format!("{at}.type"), "unknown-block-type", "system blocks are `text` blocks");
                     continue;
                 }
-                r.only(b, &at, &["type", "text", "cache_control"]);
+                let fields = r.carry(b, &at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
                 let cache = r.cache_control(b, &at);
                 if let Some(text) = r.string(b, &at, "text") {
-                    turn.parts.push(text_part(text, cache));
+                    turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
                 }
             }
             turn.join_text();
@@ -103,10 +108,10 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
     let user = turn.speaker == Speaker::User;
     match (kind, user) {
         ("text", _) => {
-            r.only(b, at, &["type", "text", "cache_control"]);
+            let fields = r.carry(b, at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
             let cache = r.cache_control(b, at);
             if let Some(text) = r.string(b, at, "text") {
-                turn.parts.push(text_part(text, cache));
+                turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
             }
         }
         ("image" | "document", true) => {
@@ -122,7 +127,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
             return true;
         }
         ("tool_use", false) => {
-            r.only(b, at, &["type", "id", "name", "input", "cache_control"]);
+            let fields = r.carry(b, at, FORMAT, &["type", "id", "name", "input", "cache_control"], &["caller", "toolset_name"]);
             let cache = r.cache_control(b, at);
             let (id, name) = (r.id(b, at, "id"), r.id(b, at, "name"));
             let input = r.field(b, at, "input").cloned();
@@ -131,7 +136,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
             }
             if let (Some(call_id), Some(name), Some(input @ Value::Object(_))) = (id, name, input) {
                 let arguments = crate::canonical::to_string(&input).ok();
-                turn.calls.push(ToolCall { arguments, cache_control: cache, call_id, name, provider_id: None });
+                turn.calls.push(ToolCall { arguments, cache_control: cache, call_id, name, provider_fields: fields, provider_id: None });
             }
         }
         ("thinking", false) => {
@@ -147,19 +152,86 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
                 turn.parts.push(Part { data: Some(data), ..Part::empty(PartKind::RedactedThinking) });
             }
         }
-        _ => r.fail(
-            format!("{at}.type"),
-            "unknown-block-type",
-            format!("a {} message has no `{kind}` blocks the kernel reads", if user { "user" } else { "assistant" }),
-        ),
+        _ if !FORMAT.reads(kind) => turn.parts.extend(opaque(r, b, at, FORMAT)),
+        _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("a {} message has no `{kind}` blocks", if user { "user" } else { "assistant" })),
     }
     false
 }
 
+/// Each `tool_use` block's `input`, by call id, as JSON text every host
+/// gives alike: members in bytewise order and strings written one way (a
+/// JavaScript host orders integer-like keys first, a Python host may
+/// escape what another writes raw), each number as the provider spelled it
+/// (a 20-digit id, `1.0`), which a map of floats would change. Empty when
+/// the text has no `messages` array of objects (the reader says why).
+pub fn inputs(text: &str) -> BTreeMap<String, String> {
+    #[derive(Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        messages: Vec<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Message<'a> {
+        #[serde(default)]
+        role: Option<String>,
+        #[serde(borrow, default)]
+        content: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(default, rename = "type")]
+        kind: Option<String>,
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(borrow, default)]
+        input: Option<&'a RawValue>,
+    }
+    // Only an assistant message's tool_use blocks, each read on its own: a
+    // block of another kind, in another message, or that reads otherwise,
+    // lends no call its input.
+    let Ok(body) = serde_json::from_str::<Body>(text) else { return BTreeMap::new() };
+    let messages = body.messages.iter().filter_map(|m| serde_json::from_str::<Message>(m.get()).ok());
+    let assistant = messages.filter(|m| m.role.as_deref() == Some("assistant")).filter_map(|m| m.content);
+    let blocks = assistant.filter_map(|c| serde_json::from_str::<Vec<&RawValue>>(c.get()).ok()).flatten();
+    let uses = blocks.filter_map(|b| serde_json::from_str::<Block>(b.get()).ok()).filter(|b| b.kind.as_deref() == Some("tool_use"));
+    uses.filter_map(|b| Some((b.id?, ordered(b.input?, 0)?))).collect()
+}
+
+/// Nesting past which [`ordered`] gives up: each level reads its own text
+/// once more.
+const ORDERED_DEPTH: usize = 32;
+
+/// A JSON value's text with members sorted and strings rewritten, numbers
+/// as written; none past [`ORDERED_DEPTH`] (the reader's canonical copy stands).
+fn ordered(raw: &RawValue, depth: usize) -> Option<String> {
+    let text = raw.get();
+    match text.as_bytes().first()? {
+        b'{' if depth < ORDERED_DEPTH => {
+            let members: BTreeMap<String, &RawValue> = serde_json::from_str(text).ok()?;
+            let mut out = String::from("{");
+            for (k, (key, value)) in members.into_iter().enumerate() {
+                out.push_str(if k == 0 { "" } else { "," });
+                out.push_str(&serde_json::to_string(&key).ok()?);
+                out.push(':');
+                out.push_str(&ordered(value, depth + 1)?);
+            }
+            Some(out + "}")
+        }
+        b'[' if depth < ORDERED_DEPTH => {
+            let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
+            let items: Option<Vec<String>> = items.into_iter().map(|item| ordered(item, depth + 1)).collect();
+            Some(format!("[{}]", items?.join(",")))
+        }
+        b'"' => serde_json::to_string(&serde_json::from_str::<String>(text).ok()?).ok(),
+        b'{' | b'[' => None,
+        _ => Some(text.to_string()),
+    }
+}
+
 /// A `tool_result` block: a tool turn of its own, ahead of the message's other content.
 fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
-    r.only(b, at, &["type", "tool_use_id", "content", "is_error", "cache_control"]);
     let mut turn = Turn::new(Speaker::Tool, at);
+    turn.provider_fields = r.carry(b, at, FORMAT, &["type", "tool_use_id", "content", "is_error", "cache_control"], &["toolset_name"]);
     let error = match b.get("is_error") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(e)) => *e,
@@ -179,10 +251,10 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
                 let Some(inner) = r.object(block, &at) else { continue };
                 match inner.get("type").and_then(Value::as_str) {
                     Some("text") => {
-                        r.only(inner, &at, &["type", "text", "cache_control"]);
+                        let fields = r.carry(inner, &at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
                         let cache = r.cache_control(inner, &at);
                         if let Some(text) = r.string(inner, &at, "text") {
-                            turn.parts.push(text_part(text, cache));
+                            turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
                         }
                     }
                     Some(kind @ ("image" | "document")) => {
@@ -193,7 +265,8 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
                             turn.parts.push(part);
                         }
                     }
-                    _ => r.fail(format!("{at}.type"), "unknown-block-type", "tool results hold text, image or document blocks"),
+                    Some(kind) if !FORMAT.reads(kind) => turn.parts.extend(opaque(r, inner, &at, FORMAT)),
+                    _ => r.fail(format!("{at}.type"), "unknown-block-type", "a tool result holds no tool_use, tool_result or thinking blocks"),
                 }
             }
             if blocks.is_empty() {
@@ -204,8 +277,15 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
     }
     // The block's breakpoint is kept on its last part: the cached prefix ends in the same place.
     if let Some(cache) = cache {
+        let opaque_uncached = |p: &Part| p.provider_fields.as_ref().is_some_and(|f| p.kind == PartKind::Opaque && f.fields.get("cache_control").is_none_or(Value::is_null));
         match turn.parts.last_mut() {
-            Some(last) if last.cache_control.is_none() => last.cache_control = Some(cache),
+            // An opaque block keeps the breakpoint in its own fields, where it goes back.
+            Some(last) if opaque_uncached(last) => {
+                if let Some(fields) = last.provider_fields.as_mut() {
+                    fields.fields.insert("cache_control".into(), cache_json(&cache));
+                }
+            }
+            Some(last) if last.kind != PartKind::Opaque && last.cache_control.is_none() => last.cache_control = Some(cache),
             _ => r.fail(format!("{at}.cache_control"), "unknown-field", "a cached tool_result needs content blocks, the last without its own cache_control"),
         }
     }
@@ -221,14 +301,18 @@ pub const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "ima
 
 /// An image or document block: its part, and the base64 payload to store.
 fn media(r: &mut Reading, b: &Map<String, Value>, at: &str, kind: &str) -> Option<(Part, Option<String>)> {
-    let allowed: &[&str] = if kind == "image" { &["type", "source", "cache_control"] } else { &["type", "source", "title", "cache_control"] };
-    r.only(b, at, allowed);
+    let fields = match kind {
+        "image" => r.carry(b, at, FORMAT, &["type", "source", "cache_control"], &["transformations"]),
+        _ => r.carry(b, at, FORMAT, &["type", "source", "title", "cache_control"], &["citations", "context"]),
+    };
     let cache = r.cache_control(b, at);
     let title = r.optional_string(b, at, "title");
     let source = r.field(b, at, "source")?;
     let s = r.object(source, &format!("{at}.source"))?;
     let at = format!("{at}.source");
-    let mut part = Part { cache_control: cache, title, ..Part::empty(if kind == "image" { PartKind::Image } else { PartKind::Document }) };
+    let kind = if kind == "image" { PartKind::Image } else { PartKind::Document };
+    let mut part = Part { cache_control: cache, provider_fields: fields, title, ..Part::empty(kind) };
+    let kind = if kind == PartKind::Image { "image" } else { "document" };
     match s.get("type").and_then(Value::as_str) {
         Some("base64") => {
             r.only(s, &at, &["type", "media_type", "data"]);
@@ -395,7 +479,9 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
                 if outcome == ToolOutcome::Error {
                     result.insert("is_error".into(), json!(true));
                 }
-                push(&mut messages, "user", vec![Value::Object(result)], None);
+                let mut result = Value::Object(result);
+                merge(&mut result, &turn.provider_fields);
+                push(&mut messages, "user", vec![result], None);
             }
             Speaker::User | Speaker::Assistant => {
                 let role = if turn.speaker == Speaker::User { "user" } else { "assistant" };
@@ -457,6 +543,7 @@ fn tool_use(call: &ToolCall) -> Value {
     if let Some(cache) = &call.cache_control {
         block["cache_control"] = cache_json(cache);
     }
+    merge(&mut block, &call.provider_fields);
     block
 }
 
@@ -497,10 +584,12 @@ fn block(part: &Part, body: &Body) -> Option<Value> {
             }
             b
         }
+        PartKind::Opaque => return unread(part),
         PartKind::Reasoning => return None,
     };
     if let Some(cache) = &part.cache_control {
         b["cache_control"] = cache_json(cache);
     }
+    merge(&mut b, &part.provider_fields);
     Some(b)
 }

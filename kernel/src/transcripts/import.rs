@@ -30,6 +30,7 @@ use crate::session::{self, Appended, AppendEventsRequest, SessionLog};
 use crate::store::Db;
 use base64::Engine;
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::collections::BTreeSet;
 
 fn session_scope() -> Scope {
@@ -52,7 +53,22 @@ pub enum History {
 }
 }
 
-contract! {
+label! {
+/// What an import does with a block or item of a type the kernel does not read.
+#[derive(Default)]
+pub enum OpaqueParts {
+    /// Keeps it whole, as an `opaque` part sent back only to its format.
+    #[default]
+    Keep,
+    /// Refuses the transcript, naming where it is.
+    Refuse,
+}
+}
+
+// `contract!`'s derives but `PartialEq`: the transcript is held as its text.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImportRequest {
     /// Sinks every imported item (and stored part) may go to.
     pub allowed_sinks: Vec<String>,
@@ -64,6 +80,9 @@ pub struct ImportRequest {
     #[serde(default)]
     pub history: History,
     pub now: Timestamp,
+    /// Blocks of types the kernel does not read: kept (`keep`, the default) or refused.
+    #[serde(default)]
+    pub opaque_parts: OpaqueParts,
     pub schema_version: u32,
     /// The imported items' scope; `session` unless said.
     #[serde(default = "session_scope")]
@@ -80,7 +99,21 @@ pub struct ImportRequest {
     /// The transcript in `format`'s own shape: the request fields that hold
     /// the conversation (e.g. `{"system", "messages", "tools"}`), nothing else.
     #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
-    pub transcript: serde_json::Value,
+    pub transcript: Box<RawValue>,
+}
+
+contract! {
+/// A part of an appended item the host may want to know of.
+pub struct ImportedPart {
+    /// A stored part's content digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    pub item_id: String,
+    /// Where the part is in the item's `parts`.
+    pub part: u32,
+    /// An opaque part's block type (`compaction`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub block_type: Option<String>,
 }
 }
 
@@ -88,7 +121,11 @@ contract! {
 pub struct ImportResponse {
     /// The items appended, in order; empty when the session already had all of it.
     pub appended: Vec<Appended>,
+    /// Binary parts of the appended items, stored once by digest in the content store.
+    pub blobs: Vec<ImportedPart>,
     pub head: Head,
+    /// Parts of the appended items the kernel keeps whole without reading them.
+    pub opaque: Vec<ImportedPart>,
     pub schema_version: u32,
     pub session_id: String,
     /// Turns (and tool definitions) the session already held.
@@ -110,11 +147,14 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     check_scope("scope", request.scope, scope_id.as_deref())?;
     let known: BTreeSet<String> =
         log.items.iter().flat_map(|c| c.item.tool_calls.iter().map(|call| call.call_id.clone())).collect();
-    let mut reading = super::read(request.format, &request.transcript, false, &known);
+    let mut reading = super::read_text(request.format, request.transcript.get(), &known)?;
     if reading.turns.len() > MAX_TURNS {
         return Err(KernelError::limit(format!("the transcript has {} turns; the ceiling is {MAX_TURNS}", reading.turns.len())));
     }
     let payloads = decode_blobs(&mut reading);
+    if request.opaque_parts == OpaqueParts::Refuse {
+        refuse_opaque(&mut reading);
+    }
     if !reading.violations.is_empty() {
         return Err(Violation::refuse("the transcript is not valid", &reading.violations));
     }
@@ -168,10 +208,29 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     }
 
     if items.is_empty() {
-        return Ok(ImportResponse { appended: Vec::new(), head: log.head.clone(), schema_version: 1, session_id: request.session_id, skipped });
+        return Ok(ImportResponse {
+            appended: Vec::new(),
+            blobs: Vec::new(),
+            head: log.head.clone(),
+            opaque: Vec::new(),
+            schema_version: 1,
+            session_id: request.session_id,
+            skipped,
+        });
     }
     for (item, payloads) in items.iter_mut().zip(blobs) {
         store_parts(db, item, payloads, &request.now)?;
+    }
+    // Parts worth telling the host of, by item; ids are known once appended.
+    let mut noted = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        for (k, part) in item.parts.iter().enumerate() {
+            let block_type = opaque_type(part).map(str::to_string);
+            let digest = part.content_ref.as_ref().map(|r| r.digest.clone());
+            if digest.is_some() || block_type.is_some() {
+                noted.push((i, k as u32, digest, block_type));
+            }
+        }
     }
     let appended = session::append(
         db,
@@ -183,7 +242,42 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
             session_id: request.session_id.clone(),
         },
     )?;
-    Ok(ImportResponse { appended: appended.appended, head: appended.head, schema_version: 1, session_id: request.session_id, skipped })
+    let (mut blobs, mut opaque) = (Vec::new(), Vec::new());
+    for (i, part, digest, block_type) in noted {
+        let item_id = appended.appended[i].item_id.clone();
+        match block_type {
+            Some(_) => opaque.push(ImportedPart { digest: None, item_id, part, block_type }),
+            None => blobs.push(ImportedPart { digest, item_id, part, block_type: None }),
+        }
+    }
+    Ok(ImportResponse {
+        appended: appended.appended,
+        blobs,
+        head: appended.head,
+        opaque,
+        schema_version: 1,
+        session_id: request.session_id,
+        skipped,
+    })
+}
+
+/// An opaque part's block type.
+fn opaque_type(part: &Part) -> Option<&str> {
+    part.provider_fields.as_ref().filter(|_| part.kind == PartKind::Opaque).and_then(|f| f.fields.get("type")).and_then(|t| t.as_str())
+}
+
+/// Each opaque part, refused where its turn starts.
+fn refuse_opaque(reading: &mut Reading) {
+    let mut found = Vec::new();
+    for turn in &reading.turns {
+        for part in turn.parts.iter().filter(|p| p.kind == PartKind::Opaque) {
+            let kind = opaque_type(part).unwrap_or("");
+            found.push((turn.path.clone(), format!("a `{kind}` block, which the kernel does not read (opaqueParts: refuse)")));
+        }
+    }
+    for (path, message) in found {
+        reading.fail(path, "opaque-part", message);
+    }
 }
 
 static NONE: Vec<(usize, Vec<u8>)> = Vec::new();
@@ -251,8 +345,12 @@ struct Base<'a> {
 
 impl Base<'_> {
     fn item(&self, turn: &Turn) -> ContextItem {
+        // A hosted tool's output the kernel does not read (`computer_call_output`)
+        // is the tool's words: it has the trust tool results get.
+        let tool_output = turn.parts.iter().any(|p| p.kind == PartKind::Opaque && opaque_type(p).is_some_and(|t| t.ends_with("_output")));
         let (kind, role, trust, origin) = match turn.speaker {
             Speaker::User => (ItemKind::Message, Some(Role::User), Trust::User, Origin::User),
+            Speaker::Assistant if tool_output => (ItemKind::Message, Some(Role::Assistant), self.request.tool_trust, Origin::Tool),
             Speaker::Assistant => (ItemKind::Message, Some(Role::Assistant), Trust::Verified, Origin::Model),
             Speaker::Tool => (ItemKind::ToolEvidence, None, self.request.tool_trust, Origin::Tool),
             Speaker::System => (ItemKind::Message, Some(Role::System), Trust::Host, Origin::Import),
@@ -262,6 +360,7 @@ impl Base<'_> {
         item.role = role;
         item.content = turn.parts.is_empty().then(|| turn.text.clone());
         item.parts = turn.parts.clone();
+        item.provider_fields = turn.provider_fields.clone();
         item.provider_id = turn.provider_id.clone();
         item.tool_calls = turn.calls.clone();
         item.tool_result = turn.result.clone().map(|(call_id, outcome)| ToolResult { call_id, outcome });
@@ -280,6 +379,7 @@ impl Base<'_> {
         };
         item.content = turn.parts.is_empty().then(|| turn.text.clone());
         item.parts = turn.parts.clone();
+        item.provider_fields = turn.provider_fields.clone();
         item
     }
 
@@ -306,6 +406,7 @@ impl Base<'_> {
             pinned: false,
             priority: 0,
             provenance: Provenance { actor: None, derived_from: Vec::new(), method: Some(r.format.name().into()), origin },
+            provider_fields: None,
             provider_id: None,
             role: None,
             schema_version: 1,
@@ -362,20 +463,67 @@ pub fn identity(item: &ContextItem) -> Option<String> {
     // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
     let parts = parts_identity(&item.parts);
     let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
-    let calls: Vec<(&str, &str, Option<&str>)> =
-        item.tool_calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref())).collect();
+    let calls: Vec<(&str, &str, Option<String>)> =
+        item.tool_calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity))).collect();
     let result = item.tool_result.as_ref().map(|r| (r.call_id.as_str(), r.outcome));
-    canonical::digest_value(&(speaker, text, parts, calls, result)).ok()
+    // An answer given without content says it in the provider's own fields.
+    let answer = item.provider_fields.as_ref().map(|f| (f.fields.get("refusal"), f.fields.get("audio"))).filter(|(r, a)| r.is_some() || a.is_some());
+    canonical::digest_value(&(speaker, text, parts, calls, result, answer)).ok()
+}
+
+/// Arguments as JSON values, so the spacing, member order and number
+/// spelling (`1.0`, `1`) a host's JSON writer changes between turns are the
+/// same call; text that is not JSON, as it is.
+fn arguments_identity(arguments: &str) -> String {
+    let value = serde_json::from_str::<serde_json::Value>(arguments).ok().map(integral);
+    value.and_then(|v| canonical::to_string(&v).ok()).unwrap_or_else(|| arguments.to_string())
+}
+
+/// A value with each integral float (`1.0`, `1e2`, `-0.0`) as its integer.
+fn integral(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() <= crate::wire::MAX_SAFE_INTEGER as f64 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(integral).collect()),
+        Value::Object(members) => Value::Object(members.into_iter().map(|(k, v)| (k, integral(v))).collect()),
+        other => other,
+    }
 }
 
 /// The parts a provider sends back unchanged: not thinking or reasoning,
-/// which providers and hosts may strip from earlier turns; binary parts by digest.
-fn parts_identity(parts: &[Part]) -> Vec<(&'static str, Option<&str>, Option<&str>, Option<&str>)> {
+/// which providers and hosts may strip from earlier turns; binary and
+/// opaque parts by digest. The provider's own fields are left out: a
+/// status, say, changes as a turn completes.
+fn parts_identity(parts: &[Part]) -> Vec<(&'static str, Option<&str>, Option<&str>, Option<String>)> {
+    let digest = |p: &Part| match (&p.content_ref, &p.provider_fields) {
+        (Some(reference), _) => Some(reference.digest.clone()),
+        // As a host may send it again: with or without its nulls and cache breakpoint.
+        (None, Some(fields)) if p.kind == PartKind::Opaque => canonical::digest_value(&unnulled(&fields.fields)).ok(),
+        _ => None,
+    };
     parts
         .iter()
         .filter(|p| !matches!(p.kind, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning))
-        .map(|p| (p.kind_name(), p.text.as_deref(), p.url.as_deref(), p.content_ref.as_ref().map(|r| r.digest.as_str())))
+        .map(|p| (p.kind_name(), p.text.as_deref(), p.url.as_deref(), digest(p)))
         .collect()
+}
+
+/// A block without its `cache_control` and without null members, at any depth.
+fn unnulled(fields: &serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
+    use serde_json::Value;
+    fn value(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), value(v))).collect()),
+            Value::Array(items) => Value::Array(items.iter().map(value).collect()),
+            other => other.clone(),
+        }
+    }
+    let mut block = fields.clone();
+    block.remove("cache_control");
+    value(&Value::Object(block))
 }
 
 /// How many of the transcript's turns the session holds, when the

@@ -33,7 +33,8 @@ pub use render::{render, RenderNote, RenderPolicy, RenderRequest, RenderResponse
 pub use turns::{Format, Violation};
 pub use validate::{validate, ValidateRequest, ValidateResponse};
 
-use crate::contracts::PartKind;
+use crate::contracts::{Part, PartKind};
+use crate::error::{KernelError, Result};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use turns::{Body, Reading, Speaker, Turn};
@@ -49,6 +50,22 @@ fn read(format: Format, body: &Value, strict: bool, known: &BTreeSet<String>) ->
     }
 }
 
+/// Reads a transcript from its text: [`read`], with each payload the format
+/// keeps as text taken from `text` as the provider wrote it.
+fn read_text(format: Format, text: &str, known: &BTreeSet<String>) -> Result<Reading> {
+    let body: Value = serde_json::from_str(text).map_err(|e| KernelError::invalid(format!("transcript: {e}")))?;
+    let mut reading = read(format, &body, false, known);
+    if format == Format::AnthropicMessages {
+        let inputs = anthropic::inputs(text);
+        for call in reading.turns.iter_mut().flat_map(|t| &mut t.calls) {
+            if let Some(input) = inputs.get(&call.call_id) {
+                call.arguments = Some(input.clone());
+            }
+        }
+    }
+    Ok(reading)
+}
+
 fn write(format: Format, turns: &[Turn], body: &Body) -> Value {
     match format {
         Format::OpenaiChat => openai_chat::write(turns, body),
@@ -58,11 +75,12 @@ fn write(format: Format, turns: &[Turn], body: &Body) -> Value {
     }
 }
 
-/// Whether `format` can carry a part of `kind` in a turn of `speaker`.
-fn carries(format: Format, speaker: Speaker, kind: PartKind) -> bool {
+/// Whether `format` can carry `part` in a turn of `speaker`.
+fn carries(format: Format, speaker: Speaker, part: &Part) -> bool {
     use PartKind::*;
-    match (format, speaker, kind) {
+    match (format, speaker, part.kind) {
         (Format::Neutral, _, _) | (_, _, Text) => true,
+        (_, _, Opaque) => part.provider_fields.as_ref().is_some_and(|f| f.format == format),
         (Format::AnthropicMessages, Speaker::User | Speaker::Tool, Image | Document) => true,
         (Format::AnthropicMessages, Speaker::Assistant, Thinking | RedactedThinking) => true,
         (Format::OpenaiChat, Speaker::User, Image | Document) => true,

@@ -1,9 +1,10 @@
 //! The kernel's neutral form: `{"turns": [...]}`, each turn in the context
 //! item's own terms (`role`, `content`, `parts`, `toolCalls`, `toolResult`,
-//! `providerId`). Binary parts arrive already stored (`contentRef`) or by `url`.
+//! `providerId`, `providerFields`). Binary parts arrive already stored
+//! (`contentRef`) or by `url`.
 
 use super::turns::{check_pairing, Body, Reading, Speaker, Turn};
-use crate::contracts::{Part, ToolCall, ToolDefinition, ToolResult};
+use crate::contracts::{Part, ProviderFields, ToolCall, ToolDefinition, ToolResult};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -24,6 +25,8 @@ pub struct NeutralTurn {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<Part>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_fields: Option<ProviderFields>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
     pub role: NeutralRole,
@@ -95,6 +98,12 @@ fn read_turn(r: &mut Reading, n: NeutralTurn, at: &str) {
     }
     for (k, call) in n.tool_calls.iter().enumerate() {
         r.arguments(call.arguments.clone(), &format!("{at}.toolCalls[{k}].arguments"));
+        if let Some(Err(e)) = call.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.toolCalls[{k}].providerFields"))) {
+            r.fail(format!("{at}.toolCalls[{k}].providerFields"), "bad-part", e.message);
+        }
+    }
+    if let Some(Err(e)) = n.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.providerFields"))) {
+        r.fail(format!("{at}.providerFields"), "bad-part", e.message);
     }
     for (k, part) in n.parts.iter().enumerate() {
         if let Err(e) = part.validate(&format!("{at}.parts[{k}]")) {
@@ -104,6 +113,7 @@ fn read_turn(r: &mut Reading, n: NeutralTurn, at: &str) {
     let mut turn = Turn::new(speaker, at);
     turn.parts = n.parts;
     turn.calls = n.tool_calls;
+    turn.provider_fields = n.provider_fields;
     turn.provider_id = n.provider_id;
     turn.result = n.tool_result.map(|t| (t.call_id, t.outcome));
     match n.content {
@@ -128,6 +138,7 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             let turn = NeutralTurn {
                 content: t.parts.is_empty().then(|| t.text.clone()),
                 parts: t.parts.clone(),
+                provider_fields: t.provider_fields.clone(),
                 provider_id: t.provider_id.clone(),
                 role,
                 tool_calls: t.calls.clone(),

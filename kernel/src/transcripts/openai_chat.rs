@@ -1,7 +1,9 @@
 //! OpenAI Chat Completions: `messages` with roles `system`, `developer`,
-//! `user`, `assistant` (with `tool_calls`) and `tool`.
+//! `user`, `assistant` (with `tool_calls`) and `tool`. Content parts of
+//! types the kernel does not read (`input_audio`, an answer's `refusal`)
+//! are kept whole as opaque parts.
 
-use super::turns::{attach, check_pairing, data_url, Body, Reading, Speaker, Turn};
+use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -15,6 +17,7 @@ const CONFIG: &[&str] = &[
     "verbosity", "web_search_options",
 ];
 const REQUIRED: &[&str] = &["messages", "model"];
+const FORMAT: Format = Format::OpenaiChat;
 
 /// Reads a body; `strict` reads it as a request and adds the rules the API enforces on one.
 pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
@@ -47,13 +50,13 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
         "tool" => Speaker::Tool,
         _ => return r.fail(format!("{at}.role"), "wrong-role", "role must be system, developer, user, assistant or tool"),
     };
-    let allowed: &[&str] = match speaker {
-        Speaker::Assistant => &["role", "content", "tool_calls"],
-        Speaker::Tool => &["role", "content", "tool_call_id"],
-        _ => &["role", "content"],
-    };
-    r.only(m, at, allowed);
     let mut turn = Turn::new(speaker, at);
+    // What an SDK's parsed answer holds besides content and calls goes back with it.
+    turn.provider_fields = match speaker {
+        Speaker::Assistant => r.carry(m, at, FORMAT, &["role", "content", "tool_calls"], &["annotations", "audio", "function_call", "name", "refusal"]),
+        Speaker::Tool => r.carry(m, at, FORMAT, &["role", "content", "tool_call_id"], &[]),
+        _ => r.carry(m, at, FORMAT, &["role", "content"], &["name"]),
+    };
     match m.get("content") {
         Some(Value::String(text)) => turn.text = text.clone(),
         None | Some(Value::Null) if speaker == Speaker::Assistant => {}
@@ -72,8 +75,8 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
         if let Some(calls) = m.get("tool_calls").filter(|v| !v.is_null()) {
             read_calls(r, &mut turn, calls, at);
         }
-        if turn.calls.is_empty() && m.get("content").is_none_or(Value::is_null) {
-            r.fail(format!("{at}.content"), "missing-field", "an assistant message without tool_calls needs content");
+        if turn.calls.is_empty() && m.get("content").is_none_or(Value::is_null) && !turn.answered_otherwise() {
+            r.fail(format!("{at}.content"), "missing-field", "an assistant message without tool_calls, a refusal or audio needs content");
         }
     }
     if speaker == Speaker::Tool {
@@ -84,15 +87,14 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
 
 fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str) {
     let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
+    let fields = if FORMAT.reads(kind) { r.carry(p, at, FORMAT, &["type", kind], &["prompt_cache_breakpoint"]) } else { None };
     match (kind, turn.speaker) {
         ("text", _) => {
-            r.only(p, at, &["type", "text"]);
             if let Some(text) = r.string(p, at, "text") {
-                turn.parts.push(Part::text(text));
+                turn.parts.push(Part { provider_fields: fields, ..Part::text(text) });
             }
         }
         ("image_url", Speaker::User) => {
-            r.only(p, at, &["type", "image_url"]);
             let Some(image) = r.field(p, at, "image_url").cloned() else { return };
             let at = format!("{at}.image_url");
             let Some(image) = r.object(&image, &at).cloned() else { return };
@@ -102,12 +104,11 @@ fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str)
                 r.fail(format!("{at}.detail"), "wrong-type", "detail must be auto, high or low");
             }
             let Some(url) = r.string(&image, &at, "url") else { return };
-            let mut part = Part { detail, ..Part::empty(PartKind::Image) };
+            let mut part = Part { detail, provider_fields: fields, ..Part::empty(PartKind::Image) };
             attach(turn, &mut part, url);
             turn.parts.push(part);
         }
         ("file", Speaker::User) => {
-            r.only(p, at, &["type", "file"]);
             let Some(file) = r.field(p, at, "file").cloned() else { return };
             let at = format!("{at}.file");
             let Some(file) = r.object(&file, &at).cloned() else { return };
@@ -117,10 +118,11 @@ fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str)
             if data_url(&url).is_none() {
                 return r.fail(format!("{at}.file_data"), "wrong-type", "file_data must be a base64 data: URL");
             }
-            let mut part = Part { title, ..Part::empty(PartKind::Document) };
+            let mut part = Part { provider_fields: fields, title, ..Part::empty(PartKind::Document) };
             attach(turn, &mut part, url);
             turn.parts.push(part);
         }
+        _ if !FORMAT.reads(kind) => turn.parts.extend(opaque(r, p, at, FORMAT)),
         _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` part in a {} message", turn.speaker.name())),
     }
 }
@@ -145,7 +147,7 @@ fn read_calls(r: &mut Reading, turn: &mut Turn, calls: &Value, at: &str) {
         let raw = r.string(function, &fat, "arguments");
         let arguments = r.arguments(raw, &format!("{fat}.arguments"));
         if let (Some(call_id), Some(name), Some(arguments)) = (id, name, arguments) {
-            turn.calls.push(ToolCall { arguments: Some(arguments), cache_control: None, call_id, name, provider_id: None });
+            turn.calls.push(ToolCall { arguments: Some(arguments), cache_control: None, call_id, name, provider_fields: None, provider_id: None });
         }
     }
 }
@@ -213,7 +215,7 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
 
 fn message(turn: &Turn, body: &Body) -> Value {
     let content = if turn.parts.is_empty() {
-        if turn.speaker == Speaker::Assistant && turn.text.is_empty() && !turn.calls.is_empty() {
+        if turn.speaker == Speaker::Assistant && turn.text.is_empty() && (!turn.calls.is_empty() || turn.answered_otherwise()) {
             Value::Null
         } else {
             json!(turn.text)
@@ -233,6 +235,7 @@ fn message(turn: &Turn, body: &Body) -> Value {
     if let Some((id, _)) = &turn.result {
         m["tool_call_id"] = json!(id);
     }
+    merge(&mut m, &turn.provider_fields);
     m
 }
 
@@ -246,7 +249,10 @@ fn tool(definition: &ToolDefinition) -> Value {
 
 /// A part as a content part; rendering leaves only the parts this format carries.
 fn part(part: &Part, body: &Body) -> Value {
-    match part.kind {
+    if let Some(block) = unread(part) {
+        return block;
+    }
+    let mut block = match part.kind {
         PartKind::Image => {
             let mut image = json!({"url": body.data_url(part)});
             if let Some(detail) = &part.detail {
@@ -262,5 +268,7 @@ fn part(part: &Part, body: &Body) -> Value {
             json!({"type": "file", "file": file})
         }
         _ => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
-    }
+    };
+    merge(&mut block, &part.provider_fields);
+    block
 }

@@ -1,11 +1,14 @@
 //! OpenAI Responses: `instructions` and `input` items — messages,
-//! `function_call`, `function_call_output` and `reasoning`.
+//! `function_call`, `function_call_output` and `reasoning`. An item of
+//! another type (`compaction`, a hosted tool's call) is an assistant turn
+//! of its own holding it whole, as is a content part of another type in its
+//! message.
 //!
 //! A `reasoning` item belongs to the item after it: it is read into that
 //! item's turn, so planning keeps or drops both together. A run of
 //! `function_call` items (parallel calls) is one assistant turn.
 
-use super::turns::{attach, check_pairing, data_url, Body, Reading, Speaker, Turn};
+use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -18,6 +21,7 @@ const CONFIG: &[&str] = &[
     "stream_options", "temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user",
 ];
 const REQUIRED: &[&str] = &["input", "model"];
+const FORMAT: Format = Format::OpenaiResponses;
 
 /// Reads a body; `strict` adds the rules the API enforces on a request.
 pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
@@ -134,12 +138,22 @@ fn read_item(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: 
             group.close(r);
             message(r, group, item, at);
         }
-        _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` input items")),
+        "" => r.fail(format!("{at}.type"), "missing-field", "an input item says its `type` (or is a message with a `role`)"),
+        _ => {
+            // A hosted tool's call or a provider's compaction: what reasoning
+            // came before it belongs with it.
+            group.close(r);
+            let Some(part) = opaque(r, item, at, FORMAT) else { return };
+            let mut turn = Turn::new(Speaker::Assistant, at);
+            turn.parts = group.take_reasoning();
+            turn.parts.push(part);
+            r.turns.push(turn);
+        }
     }
 }
 
 fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Part> {
-    r.only(item, at, &["type", "id", "summary", "encrypted_content", "status"]);
+    let fields = r.carry(item, at, FORMAT, &["type", "id", "summary", "encrypted_content"], &["content", "status"]);
     let id = r.string(item, at, "id")?;
     prefixed(r, &id, "rs_", &format!("{at}.id"));
     let encrypted_content = r.optional_string(item, at, "encrypted_content");
@@ -154,23 +168,23 @@ fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Par
         }
         summary.extend(r.string(s, &sat, "text"));
     }
-    Some(Part { id: Some(id), encrypted_content, summary, ..Part::empty(PartKind::Reasoning) })
+    Some(Part { id: Some(id), encrypted_content, provider_fields: fields, summary, ..Part::empty(PartKind::Reasoning) })
 }
 
 fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<ToolCall> {
-    r.only(item, at, &["type", "id", "call_id", "name", "arguments"]);
+    let fields = r.carry(item, at, FORMAT, &["type", "id", "call_id", "name", "arguments"], &["async", "caller", "namespace", "status"]);
     let provider_id = r.optional_string(item, at, "id");
     if let Some(id) = &provider_id {
         prefixed(r, id, "fc_", &format!("{at}.id"));
     }
     let (call_id, name, raw) = (r.id(item, at, "call_id"), r.id(item, at, "name"), r.string(item, at, "arguments"));
     let arguments = r.arguments(raw, &format!("{at}.arguments"));
-    Some(ToolCall { arguments: Some(arguments?), cache_control: None, call_id: call_id?, name: name?, provider_id })
+    Some(ToolCall { arguments: Some(arguments?), cache_control: None, call_id: call_id?, name: name?, provider_fields: fields, provider_id })
 }
 
 fn output(r: &mut Reading, item: &Map<String, Value>, at: &str) {
-    r.only(item, at, &["type", "call_id", "output"]);
     let mut turn = Turn::new(Speaker::Tool, at);
+    turn.provider_fields = r.carry(item, at, FORMAT, &["type", "call_id", "output"], &["caller", "id", "name", "namespace", "status"]);
     match r.field(item, at, "output") {
         Some(Value::String(text)) => turn.text = text.clone(),
         Some(Value::Array(parts)) => {
@@ -195,11 +209,12 @@ fn message(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: &s
         _ => return r.fail(format!("{at}.role"), "wrong-role", "role must be user, system, developer or assistant"),
     };
     let assistant = speaker == Speaker::Assistant;
-    r.only(item, at, if assistant { &["type", "role", "content", "id", "status"] } else { &["type", "role", "content"] });
     if !assistant {
         group.refuse_reasoning(r);
     }
     let mut turn = Turn::new(speaker, at);
+    let read: &[&str] = if assistant { &["type", "role", "content", "id"] } else { &["type", "role", "content"] };
+    turn.provider_fields = r.carry(item, at, FORMAT, read, &["phase", "status"]);
     turn.parts = group.take_reasoning();
     if assistant {
         turn.provider_id = r.optional_string(item, at, "id");
@@ -233,29 +248,30 @@ fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
         let Some(p) = r.object(part, &at) else { continue };
         let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
         let assistant = turn.speaker == Speaker::Assistant;
+        let fields = match kind {
+            "output_text" => r.carry(p, &at, FORMAT, &["type", "text"], &["annotations", "logprobs"]),
+            "input_text" => r.carry(p, &at, FORMAT, &["type", "text"], &["prompt_cache_breakpoint"]),
+            "input_image" => r.carry(p, &at, FORMAT, &["type", "image_url", "detail"], &["prompt_cache_breakpoint"]),
+            "input_file" => r.carry(p, &at, FORMAT, &["type", "file_data", "file_url", "filename"], &["prompt_cache_breakpoint"]),
+            _ => None,
+        };
         match (kind, assistant) {
             ("input_text", false) | ("output_text", true) => {
-                r.only(p, &at, if assistant { &["type", "text", "annotations"] } else { &["type", "text"] });
-                if p.get("annotations").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
-                    r.fail(format!("{at}.annotations"), "unknown-field", "annotations are not kept; send them empty");
-                }
                 if let Some(text) = r.string(p, &at, "text") {
-                    turn.parts.push(Part::text(text));
+                    turn.parts.push(Part { provider_fields: fields, ..Part::text(text) });
                 }
             }
             ("input_image", false) => {
-                r.only(p, &at, &["type", "image_url", "detail"]);
                 let detail = r.optional_string(p, &at, "detail");
                 if detail.as_deref().is_some_and(|d| !DETAILS.contains(&d)) {
                     r.fail(format!("{at}.detail"), "wrong-type", "detail must be auto, high or low");
                 }
                 let Some(url) = r.string(p, &at, "image_url") else { continue };
-                let mut part = Part { detail, ..Part::empty(PartKind::Image) };
+                let mut part = Part { detail, provider_fields: fields, ..Part::empty(PartKind::Image) };
                 attach(turn, &mut part, url);
                 turn.parts.push(part);
             }
             ("input_file", false) => {
-                r.only(p, &at, &["type", "file_data", "file_url", "filename"]);
                 let title = r.optional_string(p, &at, "filename");
                 // The bytes inline as a data: URL, or a link to them.
                 let url = match (p.contains_key("file_data"), p.contains_key("file_url")) {
@@ -273,11 +289,15 @@ fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
                     }
                 };
                 let Some(url) = url else { continue };
-                let mut part = Part { title, ..Part::empty(PartKind::Document) };
+                let mut part = Part { provider_fields: fields, title, ..Part::empty(PartKind::Document) };
                 attach(turn, &mut part, url);
                 turn.parts.push(part);
             }
-            _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("the kernel reads no `{kind}` part here")),
+            // Parts the kernel does not read go back inside their message: an
+            // assistant's only inside its output message, named by its `id`.
+            _ if !FORMAT.reads(kind) && (!assistant || turn.provider_id.is_some()) => turn.parts.extend(opaque(r, p, &at, FORMAT)),
+            _ if !FORMAT.reads(kind) => r.fail(format!("{at}.type"), "unknown-block-type", "an assistant message without an `id` holds only output_text parts"),
+            _ => r.fail(format!("{at}.type"), "unknown-block-type", format!("a {} message has no `{kind}` parts", turn.speaker.name())),
         }
     }
 }
@@ -319,7 +339,9 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             Speaker::Tool => {
                 let id = turn.result.as_ref().map_or("", |(id, _)| id.as_str());
                 let output = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
-                input.push(json!({"type": "function_call_output", "call_id": id, "output": output}));
+                let mut item = json!({"type": "function_call_output", "call_id": id, "output": output});
+                merge(&mut item, &turn.provider_fields);
+                input.push(item);
             }
             Speaker::System | Speaker::Developer if turn.preamble && input.is_empty() => {
                 let text = match out.get("instructions").and_then(Value::as_str) {
@@ -330,7 +352,9 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             }
             _ => {
                 let content = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
-                input.push(json!({"role": turn.speaker.name(), "content": content}));
+                let mut item = json!({"role": turn.speaker.name(), "content": content});
+                merge(&mut item, &turn.provider_fields);
+                input.push(item);
             }
         }
     }
@@ -352,7 +376,8 @@ fn tool(definition: &ToolDefinition) -> Value {
     tool
 }
 
-/// An assistant turn: its reasoning, its message, then its calls.
+/// An assistant turn: its reasoning, its message, then its calls; or, for
+/// a turn of an item the kernel does not read, its reasoning and the item.
 fn assistant(turn: &Turn, input: &mut Vec<Value>) {
     for p in turn.parts.iter().filter(|p| p.kind == PartKind::Reasoning) {
         let summary: Vec<Value> = p.summary.iter().map(|s| json!({"type": "summary_text", "text": s})).collect();
@@ -360,17 +385,37 @@ fn assistant(turn: &Turn, input: &mut Vec<Value>) {
         if let Some(encrypted) = &p.encrypted_content {
             item["encrypted_content"] = json!(encrypted);
         }
+        merge(&mut item, &p.provider_fields);
         input.push(item);
     }
-    let texts: Vec<&str> = turn.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+    let content: Vec<Value> = turn
+        .parts
+        .iter()
+        .filter_map(|p| match p.kind {
+            PartKind::Text => {
+                let mut text = json!({"type": "output_text", "text": p.text});
+                merge(&mut text, &p.provider_fields);
+                text.as_object_mut().map(|t| t.entry("annotations").or_insert(json!([])));
+                Some(text)
+            }
+            _ => unread(p),
+        })
+        .collect();
+    let standalone = turn.provider_id.is_none() && turn.calls.is_empty() && turn.text.is_empty() && !content.is_empty()
+        && turn.parts.iter().all(|p| matches!(p.kind, PartKind::Reasoning | PartKind::Opaque));
     match &turn.provider_id {
+        _ if standalone => input.extend(content),
         Some(id) => {
-            let texts = if texts.is_empty() { vec![turn.text.as_str()] } else { texts };
-            let content: Vec<Value> = texts.iter().map(|t| json!({"type": "output_text", "text": t, "annotations": []})).collect();
-            input.push(json!({"type": "message", "role": "assistant", "id": id, "status": "completed", "content": content}));
+            let content = if content.is_empty() { vec![json!({"type": "output_text", "text": turn.text, "annotations": []})] } else { content };
+            let mut item = json!({"type": "message", "role": "assistant", "id": id, "content": content});
+            merge(&mut item, &turn.provider_fields);
+            item.as_object_mut().map(|i| i.entry("status").or_insert(json!("completed")));
+            input.push(item);
         }
         None if !turn.text.is_empty() || turn.calls.is_empty() => {
-            input.push(json!({"role": "assistant", "content": turn.text}));
+            let mut item = json!({"role": "assistant", "content": turn.text});
+            merge(&mut item, &turn.provider_fields);
+            input.push(item);
         }
         None => {}
     }
@@ -379,6 +424,7 @@ fn assistant(turn: &Turn, input: &mut Vec<Value>) {
         if let Some(id) = call.provider_id.as_ref().filter(|id| id.starts_with("fc_")) {
             item["id"] = json!(id);
         }
+        merge(&mut item, &call.provider_fields);
         input.push(item);
     }
 }
@@ -387,20 +433,25 @@ fn parts(turn: &Turn, body: &Body) -> Value {
     let parts: Vec<Value> = turn
         .parts
         .iter()
-        .filter_map(|p| match p.kind {
-            PartKind::Text => Some(json!({"type": "input_text", "text": p.text})),
-            PartKind::Image => Some(json!({"type": "input_image", "image_url": body.data_url(p), "detail": p.detail.as_deref().unwrap_or("auto")})),
-            PartKind::Document => {
-                let mut file = match &p.url {
-                    Some(url) => json!({"type": "input_file", "file_url": url}),
-                    None => json!({"type": "input_file", "file_data": body.data_url(p)}),
-                };
-                if let Some(title) = &p.title {
-                    file["filename"] = json!(title);
+        .filter_map(|p| {
+            let mut part = match p.kind {
+                PartKind::Opaque => return unread(p),
+                PartKind::Text => json!({"type": "input_text", "text": p.text}),
+                PartKind::Image => json!({"type": "input_image", "image_url": body.data_url(p), "detail": p.detail.as_deref().unwrap_or("auto")}),
+                PartKind::Document => {
+                    let mut file = match &p.url {
+                        Some(url) => json!({"type": "input_file", "file_url": url}),
+                        None => json!({"type": "input_file", "file_data": body.data_url(p)}),
+                    };
+                    if let Some(title) = &p.title {
+                        file["filename"] = json!(title);
+                    }
+                    file
                 }
-                Some(file)
-            }
-            _ => None,
+                _ => return None,
+            };
+            merge(&mut part, &p.provider_fields);
+            Some(part)
         })
         .collect();
     Value::Array(parts)

@@ -23,7 +23,7 @@ use super::anthropic;
 use super::turns::{Body, Format, Speaker, Turn};
 use crate::canonical;
 use crate::content::{self, GetContentRequest};
-use crate::contracts::{ItemKind, Part, PartKind, Role, ToolDefinition, ToolOutcome, Trust};
+use crate::contracts::{ItemKind, Part, PartKind, ProviderFields, Role, ToolDefinition, ToolOutcome, Trust};
 use crate::error::{KernelError, Result};
 use crate::planner::{BudgetSummary, ContextPlan, PlanBinding, PlanRequest};
 use crate::store::Db;
@@ -262,8 +262,26 @@ impl Renderer<'_> {
             turn.preamble = speaker.instructs() && item.role.is_none();
             turn.text = text;
             turn.parts = parts;
+            // A provider's own fields go back only to that provider, on the
+            // turn they came with (not on a demoted one); opaque parts are
+            // dropped, with a note, where parts a format cannot carry are.
+            let native = matches!(
+                (item.role, speaker),
+                (Some(Role::User), Speaker::User)
+                    | (Some(Role::Assistant), Speaker::Assistant)
+                    | (Some(Role::System), Speaker::System)
+                    | (Some(Role::Developer), Speaker::Developer)
+                    | (None, Speaker::Tool)
+            );
+            let format = self.format;
+            let own = |fields: &Option<ProviderFields>| fields.clone().filter(|f| format == Format::Neutral || (native && f.format == format));
+            turn.provider_fields = own(&item.provider_fields);
+            for part in turn.parts.iter_mut().filter(|p| p.kind != PartKind::Opaque) {
+                part.provider_fields = own(&part.provider_fields);
+            }
             if speaker == Speaker::Assistant {
                 turn.calls = item.tool_calls.clone();
+                turn.calls.iter_mut().for_each(|c| c.provider_fields = own(&c.provider_fields));
                 turn.provider_id = item.provider_id.clone();
             }
             if speaker == Speaker::Tool {
@@ -374,7 +392,7 @@ impl Renderer<'_> {
             let before = s.turn.parts.len();
             let mut dropped = Vec::new();
             s.turn.parts.retain(|p| {
-                let keep = super::carries(format, speaker, p.kind) && !(format == Format::AnthropicMessages && p.kind == PartKind::Text && p.text.as_deref() == Some(""));
+                let keep = super::carries(format, speaker, p) && !(format == Format::AnthropicMessages && p.kind == PartKind::Text && p.text.as_deref() == Some(""));
                 if !keep {
                     dropped.push(p.kind_name());
                 }
@@ -392,6 +410,7 @@ impl Renderer<'_> {
                 let reason = match kind {
                     "thinking" | "redacted-thinking" => "signed thinking is only valid for Anthropic",
                     "reasoning" => "encrypted reasoning is only valid for OpenAI Responses",
+                    "opaque" => "a block the kernel does not read goes back only to the format it came from",
                     "text" => "Anthropic refuses empty text blocks",
                     _ => "the format carries no such part in this turn",
                 };
@@ -597,7 +616,7 @@ impl Renderer<'_> {
 
 /// Nothing left to send: no text, parts or calls.
 fn empty(turn: &Turn) -> bool {
-    turn.text.is_empty() && turn.parts.is_empty() && turn.calls.is_empty()
+    turn.text.is_empty() && turn.parts.is_empty() && turn.calls.is_empty() && !turn.answered_otherwise()
 }
 
 /// `text` before or after what the turn says.

@@ -2,36 +2,11 @@
 //! a reader collects, and the checks every format shares: a call id is used
 //! once, a result answers a call made before it, and only once.
 
-use crate::contracts::{CacheControl, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
+pub use crate::contracts::Format;
+use crate::contracts::{CacheControl, Part, PartKind, ProviderFields, ToolCall, ToolDefinition, ToolOutcome};
 use crate::error::KernelError;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
-
-label! {
-/// The transcript formats the kernel reads and writes.
-pub enum Format {
-    /// OpenAI Chat Completions: `messages` with `tool_calls` and `tool` messages.
-    OpenaiChat,
-    /// OpenAI Responses: `input` items (messages, `function_call`,
-    /// `function_call_output`, `reasoning`).
-    OpenaiResponses,
-    /// Anthropic Messages: `system` and `messages` with content blocks.
-    AnthropicMessages,
-    /// The kernel's own: one object per turn, in the context item's terms.
-    Neutral,
-}
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::OpenaiChat => "openai-chat",
-            Format::OpenaiResponses => "openai-responses",
-            Format::AnthropicMessages => "anthropic-messages",
-            Format::Neutral => "neutral",
-        }
-    }
-}
 
 /// Who speaks a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +47,8 @@ pub struct Turn {
     pub calls: Vec<ToolCall>,
     /// For `Tool` turns: the call answered, and its outcome.
     pub result: Option<(String, ToolOutcome)>,
+    /// What the provider sent with the message that the kernel does not read.
+    pub provider_fields: Option<ProviderFields>,
     /// The provider's id of the message (`msg_…`).
     pub provider_id: Option<String>,
     /// Base64 payloads of binary parts not stored yet: (part index, data).
@@ -91,11 +68,18 @@ impl Turn {
             parts: Vec::new(),
             calls: Vec::new(),
             result: None,
+            provider_fields: None,
             provider_id: None,
             blobs: Vec::new(),
             path: path.to_string(),
             preamble: false,
         }
+    }
+
+    /// An answer given without content: a refusal or spoken audio (a Chat
+    /// answer's `refusal`, `audio`), kept in the provider's own fields.
+    pub fn answered_otherwise(&self) -> bool {
+        self.provider_fields.as_ref().is_some_and(|f| f.fields.contains_key("refusal") || f.fields.contains_key("audio"))
     }
 
     /// Sets `text` from the parts, as an item's `content` is (plain text,
@@ -208,11 +192,24 @@ impl Reading {
     }
 
     /// Refuses fields a block of this type does not have: the kernel keeps
-    /// what it reads exactly, so it will not quietly drop what it cannot keep.
+    /// what it reads exactly, so it will not quietly drop what it cannot
+    /// keep. A field given as null is a field left out: SDKs write every
+    /// optional field of what they parsed.
     pub fn only(&mut self, object: &Map<String, Value>, at: &str, allowed: &[&str]) {
-        for key in object.keys().filter(|k| !allowed.contains(&k.as_str())) {
-            self.fail(format!("{at}.{key}"), "unknown-field", format!("`{key}` is not a field the kernel reads here"));
+        for (key, _) in object.iter().filter(|(k, v)| !v.is_null() && !allowed.contains(&k.as_str())) {
+            self.fail(format!("{at}.{key}"), "unknown-field", format!("`{key}` is not a field of this block the kernel knows"));
         }
+    }
+
+    /// [`only`](Self::only) for a block whose fields are `read` by the
+    /// kernel or `carried`: the provider's own, kept unread to go back with
+    /// the block to `format` (citations, a status). Returns those given.
+    pub fn carry(&mut self, object: &Map<String, Value>, at: &str, format: Format, read: &[&str], carried: &[&str]) -> Option<ProviderFields> {
+        let allowed: Vec<&str> = read.iter().chain(carried).copied().collect();
+        self.only(object, at, &allowed);
+        let fields: Map<String, Value> =
+            object.iter().filter(|(k, v)| !v.is_null() && carried.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        (!fields.is_empty()).then_some(ProviderFields { fields, format })
     }
 
     /// A request body's top level: `transcript` are the keys a transcript
@@ -338,6 +335,39 @@ pub fn check_pairing(reading: &mut Reading, known: &BTreeSet<String>) {
     for (path, rule, message) in broken {
         reading.fail(path, rule, message);
     }
+}
+
+/// A block or item of a type the kernel does not read, kept whole: `None`
+/// (and a violation) when it has no `type` to say what it is.
+pub fn opaque(r: &mut Reading, object: &Map<String, Value>, at: &str, format: Format) -> Option<Part> {
+    match object.get("type").and_then(Value::as_str) {
+        None => {
+            r.fail(format!("{at}.type"), "missing-field", "a block says its `type`");
+            return None;
+        }
+        Some(kind) if format.reads(kind) => {
+            r.fail(format!("{at}.type"), "unknown-block-type", format!("a `{kind}` does not belong here"));
+            return None;
+        }
+        Some(_) => {}
+    }
+    Some(Part { provider_fields: Some(ProviderFields { fields: object.clone(), format }), ..Part::empty(PartKind::Opaque) })
+}
+
+/// Adds a part's or turn's provider fields to the block written for it,
+/// never over a field the writer set: a kept field cannot turn a user turn
+/// into a system one. Writers set their defaults for such fields after.
+pub fn merge(block: &mut Value, fields: &Option<ProviderFields>) {
+    if let (Value::Object(block), Some(fields)) = (block, fields) {
+        for (k, v) in &fields.fields {
+            block.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+}
+
+/// An opaque part's block, as it came.
+pub fn unread(part: &Part) -> Option<Value> {
+    part.provider_fields.as_ref().filter(|_| part.kind == PartKind::Opaque).map(|f| Value::Object(f.fields.clone()))
 }
 
 /// A `data:` URL's media type and base64 payload.

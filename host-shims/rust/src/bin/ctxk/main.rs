@@ -7,7 +7,7 @@ mod report;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use ctxkernel_host::{Kernel, KernelError, SqliteStore};
+use ctxkernel_host::{ErrorCode, Kernel, KernelError, SqliteStore};
 use serde_json::{json, Value};
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
@@ -40,8 +40,26 @@ enum Command {
     },
     /// Append items to a session log (an `append-events` request).
     Append { file: Option<PathBuf> },
-    /// Append a provider transcript to a session (an `import-messages` request).
-    ImportMessages { file: Option<PathBuf> },
+    /// Append a provider transcript to a session: an `import-messages`
+    /// request; or, with `--format`, FILE is the transcript itself (the
+    /// request fields that hold the conversation, as the provider's SDK wrote
+    /// them, passed on byte for byte) appended to `--session` after its head.
+    ImportMessages {
+        file: Option<PathBuf>,
+        /// `openai-chat`, `openai-responses`, `anthropic-messages` or `neutral`.
+        #[arg(long, requires = "session")]
+        format: Option<String>,
+        #[arg(long, requires = "format")]
+        session: Option<String>,
+        /// `whole` (the history so far, as hosts re-send it) or `new` (only new turns).
+        #[arg(long, requires = "format", default_value = "whole")]
+        history: String,
+        #[arg(long, requires = "format", default_value = "internal")]
+        sensitivity: String,
+        /// Sinks the imported items may reach (repeatable).
+        #[arg(long = "allow", requires = "format", default_value = "model:*")]
+        allowed_sinks: Vec<String>,
+    },
     /// Render a model call's context as a provider request body (a `render-context` request).
     Render {
         file: Option<PathBuf>,
@@ -204,6 +222,40 @@ fn utc_now() -> anyhow::Result<String> {
     Ok(now.format(&time::format_description::well_known::Rfc3339)?)
 }
 
+/// An `import-messages` request for a transcript file: the session's head
+/// read first, the transcript's own bytes passed on unchanged.
+fn transcript_request(
+    kernel: &mut Kernel,
+    format: &str,
+    session: &str,
+    history: &str,
+    sensitivity: &str,
+    allowed_sinks: &[String],
+    transcript: String,
+) -> Result<String, Failure> {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Request<'a> {
+        allowed_sinks: &'a [String],
+        expected_head: Value,
+        format: &'a str,
+        history: &'a str,
+        now: String,
+        schema_version: u32,
+        sensitivity: &'a str,
+        session_id: &'a str,
+        transcript: &'a serde_json::value::RawValue,
+    }
+    let transcript = serde_json::value::RawValue::from_string(transcript).context("the transcript is not JSON")?;
+    let expected_head = match kernel.call_json("read-events", &json!({"schemaVersion": 1, "sessionId": session, "limit": 1})) {
+        Ok(events) => events["head"].clone(),
+        Err(e) if e.code == ErrorCode::NotFound => json!({"seq": 0}),
+        Err(e) => return Err(e.into()),
+    };
+    let request = Request { allowed_sinks, expected_head, format, history, now: utc_now()?, schema_version: 1, sensitivity, session_id: session, transcript: &transcript };
+    Ok(serde_json::to_string(&request).context("the import request")?)
+}
+
 fn read_request(file: Option<&PathBuf>) -> anyhow::Result<String> {
     match file {
         Some(path) if path.as_os_str() != "-" => {
@@ -341,7 +393,12 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Verify => ("verify-store", json!({"schemaVersion": 1}).to_string()),
         Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
         Command::Append { file } => ("append-events", read_request(file.as_ref())?),
-        Command::ImportMessages { file } => ("import-messages", read_request(file.as_ref())?),
+        Command::ImportMessages { file, format: None, .. } => ("import-messages", read_request(file.as_ref())?),
+        Command::ImportMessages { file, format: Some(format), session, history, sensitivity, allowed_sinks } => {
+            let session = session.as_deref().unwrap_or_default();
+            let transcript = read_request(file.as_ref())?;
+            ("import-messages", transcript_request(&mut kernel, format, session, history, sensitivity, allowed_sinks, transcript)?)
+        }
         Command::Render { file, .. } => ("render-context", read_request(file.as_ref())?),
         Command::Events { session, after, limit } => (
             "read-events",

@@ -146,12 +146,19 @@ pub fn appended(v: &Value) -> String {
     let tokens: u64 = v["appended"].as_array().into_iter().flatten().map(|a| n(&a["tokenEstimate"])).sum();
     // An import also says how much of the transcript the session already held.
     let skipped = v["skipped"].as_u64().map_or(String::new(), |k| format!(" ({k} already held)"));
-    format!(
+    let mut out = format!(
         "appended {appended} events ({tokens} tokens){skipped} to {}; head seq {} {}\n",
         s(&v["sessionId"]),
         n(&v["head"]["seq"]),
         s(&v["head"]["digest"])
-    )
+    );
+    for (what, list) in [("binary part stored", &v["blobs"]), ("opaque part kept", &v["opaque"])] {
+        for part in list.as_array().into_iter().flatten() {
+            let kind = part["type"].as_str().map_or(String::new(), |t| format!(" `{t}`"));
+            out.push_str(&format!("  {what}{kind}: {} part {}{}\n", s(&part["itemId"]), n(&part["part"]), part["digest"].as_str().map_or(String::new(), |d| format!(" {d}"))));
+        }
+    }
+    out
 }
 
 pub fn render(v: &Value) -> String {

@@ -110,7 +110,11 @@ public interface Envelopes {
     record ResidentSnapshot(List<String> included, long memoryRevision, int schemaVersion, String text, long tokens,
             String version) {}
 
-    record ImportResponse(List<Appended> appended, Head head, int schemaVersion, String sessionId, long skipped) {}
+    record ImportResponse(List<Appended> appended, List<ImportedPart> blobs, Head head, List<ImportedPart> opaque,
+            int schemaVersion, String sessionId, long skipped) {}
+
+    /** A stored binary part ({@code digest}) or an opaque one ({@code type}) of an appended item. */
+    record ImportedPart(String digest, String itemId, long part, String type) {}
 
     record RenderNote(String action, String detail, String itemId, String reason) {}
 
