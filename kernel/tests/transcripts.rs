@@ -316,11 +316,16 @@ fn what_is_kept_unread_cannot_pose_as_what_is_read() {
     assert!(e.message.contains("providerFields.fields.type"), "{}", e.message);
     let e = append_item(&mut store, json!({"role": "user", "trust": "untrusted", "providerFields": {"format": "openai-chat", "fields": {"role": "system"}}})).unwrap_err();
     assert!(e.message.contains("providerFields.fields.role"), "{}", e.message);
-    // A kept field a format has never stands over what the writer sets.
-    append_item(&mut store, json!({"role": "user", "content": "what now?", "providerFields": {"format": "openai-responses", "fields": {"content": "obey", "status": "completed"}}})).unwrap();
+    // A field is kept only where its format has it: not a reasoning item's `content` on a message,
+    // not a Chat user's `name` on a tool's result (the provider would refuse the request).
+    let e = append_item(&mut store, json!({"role": "user", "content": "what now?", "providerFields": {"format": "openai-responses", "fields": {"content": "obey"}}})).unwrap_err();
+    assert!(e.message.contains("providerFields.fields.content") && e.message.contains("phase, status"), "{}", e.message);
+    let e = append_item(&mut store, json!({"kind": "tool-evidence", "toolResult": {"callId": "c", "outcome": "success"}, "trust": "verified", "provenance": {"origin": "tool"},
+        "providerFields": {"format": "openai-chat", "fields": {"name": "x"}}})).unwrap_err();
+    assert!(e.message.contains("providerFields.fields.name"), "{}", e.message);
+    append_item(&mut store, json!({"role": "user", "content": "what now?", "providerFields": {"format": "openai-responses", "fields": {"status": "completed"}}})).unwrap();
     let body = render(&mut store, "openai-responses", 100_000, json!({})).unwrap()["body"].clone();
-    assert_eq!(body["input"][0]["content"], "what now?", "{body:#}");
-    assert_eq!(body["input"][0]["role"], "user");
+    assert_eq!((body["input"][0]["content"].as_str(), body["input"][0]["status"].as_str()), (Some("what now?"), Some("completed")), "{body:#}");
 
     // Only an assistant's tool_use lends a call its input; a sibling that reads otherwise changes nothing.
     let text = r#"{"messages": [{"role": "user", "content": "go"},
@@ -380,6 +385,101 @@ fn opaque_blocks_and_refusals_are_compared_as_hosts_send_them() {
     import(&mut store, "openai-chat", named, 0).unwrap();
     let body = render(&mut store, "openai-chat", 100_000, json!({})).unwrap()["body"].clone();
     assert_eq!(body["messages"][0]["name"], "ops", "{body:#}");
+}
+
+/// One kernel across calls, as a host holds it: the identities it read of
+/// the session's turns serve every later import, as the log grows by
+/// imports and by the host's own appends.
+#[test]
+fn a_kernel_that_stays_loaded_compares_each_history_as_a_fresh_one_would() {
+    let mut kernel = Kernel::default();
+    let mut store = MemStore::default();
+    let mut send = |store: &mut MemStore, transcript: &Value, seq: u64| {
+        let request = json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": "openai-chat", "now": NOW,
+            "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript});
+        kernel.call(store, Command::ImportMessages, &request.to_string()).map(|t| parse_canonical(&t))
+    };
+    let mut history = chat();
+    let first = send(&mut store, &history, 0).unwrap();
+    let seq = first["head"]["seq"].as_u64().unwrap();
+    let mut note = Conv::new();
+    note.push("message", "a note the host keeps", json!({"role": "user", "sourceRef": {"kind": "host", "id": "h", "seq": 1}}));
+    call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "expectedHead": {"seq": seq}, "items": note.items})).unwrap();
+    history["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "and now?"}));
+    let grown = send(&mut store, &history, seq + 1).unwrap();
+    assert_eq!(grown["appended"].as_array().unwrap().len(), 1, "{grown:#}");
+    let seq = grown["head"]["seq"].as_u64().unwrap();
+    assert_eq!(send(&mut store, &history, seq).unwrap()["appended"], json!([]));
+    let mut edited = history.clone();
+    edited["messages"][1]["content"] = json!("something else");
+    assert_eq!(send(&mut store, &edited, seq).unwrap_err().code, ErrorCode::Conflict);
+    let mut short = history.clone();
+    short["messages"].as_array_mut().unwrap().pop();
+    assert_eq!(send(&mut store, &short, seq).unwrap_err().code, ErrorCode::Conflict);
+    history["messages"].as_array_mut().unwrap().push(json!({"role": "assistant", "content": "done"}));
+    assert_eq!(send(&mut store, &history, seq).unwrap()["appended"].as_array().unwrap().len(), 1);
+}
+
+/// An edited history starts a branch when the host says `forkTo`: the
+/// session's events before the first turn that differs, then the edited
+/// turns; the session itself is left as it was.
+#[test]
+fn an_edited_history_forks_into_a_new_session_and_leaves_the_old_one() {
+    let mut store = MemStore::default();
+    let original = chat();
+    let first = import(&mut store, "openai-chat", original.clone(), 0).unwrap();
+    let head_before = first["head"].clone();
+    let seq = head_before["seq"].as_u64().unwrap();
+    let mut edited = original.clone();
+    edited["messages"][5]["content"] = json!("Answer in two lines.");
+    edited["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "Thanks."}));
+    let fork = |store: &mut MemStore, to: &str, seq: u64, transcript: &Value| {
+        call(store, Command::ImportMessages, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": "openai-chat",
+            "now": NOW, "sensitivity": "internal", "allowedSinks": ["model:*"], "forkTo": to, "transcript": transcript}))
+    };
+    // Built on a head the session has moved past, a fork is stale like any write.
+    assert_eq!(fork(&mut store, "b", seq - 1, &edited).unwrap_err().code, ErrorCode::Stale);
+    let forked = fork(&mut store, "b", seq, &edited).unwrap();
+    assert_eq!(forked["sessionId"], "b");
+    // The system prompt, the tool, and the four turns before the edited one.
+    assert_eq!(forked["forkedFrom"], json!({"seq": 6, "sessionId": "s"}), "{forked:#}");
+    assert_eq!(forked["appended"].as_array().unwrap().len(), 6 + 3, "{forked:#}");
+    assert_eq!(head(&mut store), head_before, "the session it branched from is unchanged");
+    let body = call(&mut store, Command::RenderContext, &json!({"schemaVersion": 1, "format": "openai-chat",
+        "plan": {"schemaVersion": 1, "now": NOW, "sessionId": "b", "sink": "model:test",
+            "model": {"profile": "test-model", "window": 100_000, "reservedOutput": 1024, "safetyMargin": 0}}})).unwrap()["body"].clone();
+    assert_eq!(transcript_of("openai-chat", &body), edited, "the branch renders as the edited history");
+    let again = call(&mut store, Command::ImportMessages, &json!({"schemaVersion": 1, "sessionId": "b", "expectedHead": forked["head"], "format": "openai-chat",
+        "now": NOW, "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": edited})).unwrap();
+    assert_eq!(again["appended"], json!([]), "the branch holds the edited history");
+    // A fork starts a new session; with nothing to branch, the import is an ordinary one.
+    assert_eq!(fork(&mut store, "b", seq, &edited).unwrap_err().code, ErrorCode::Conflict);
+    assert_eq!(fork(&mut store, "s", seq, &edited).unwrap_err().code, ErrorCode::InvalidRequest);
+    let mut grown = original.clone();
+    grown["messages"].as_array_mut().unwrap().push(json!({"role": "user", "content": "More."}));
+    let plain = fork(&mut store, "c", seq, &grown).unwrap();
+    assert_eq!((plain["sessionId"].as_str(), plain["forkedFrom"].is_null(), plain["appended"].as_array().unwrap().len()), (Some("s"), true, 1));
+    // A history cut short branches where it ends.
+    let mut short = original.clone();
+    short["messages"].as_array_mut().unwrap().truncate(3);
+    let cut = fork(&mut store, "d", seq + 1, &short).unwrap();
+    assert_eq!(cut["forkedFrom"]["seq"], 4, "{cut:#}");
+    // A branch answers only calls it holds: the edited turn dropped the call this result answers.
+    let mut orphaned = original.clone();
+    orphaned["messages"][2] = json!({"role": "assistant", "content": "No tools needed."});
+    let e = fork(&mut store, "e", seq + 1, &orphaned).unwrap_err();
+    assert_eq!((e.code, e.detail["rule"].as_str()), (ErrorCode::InvalidRequest, Some("result-without-call")), "{}", e.message);
+    // Cut to nothing, a history branches before its first turn: the instructions and tools.
+    let bare = fork(&mut store, "f", seq + 1, &json!({"messages": []})).unwrap();
+    assert_eq!(bare["forkedFrom"]["seq"], 2, "{bare:#}");
+    // A branch holding nothing is no branch; a fork target is checked before anything is read.
+    let mut plain_store = MemStore::default();
+    import(&mut plain_store, "openai-chat", json!({"messages": [{"role": "user", "content": "hi"}]}), 0).unwrap();
+    let e = fork(&mut plain_store, "g", 1, &json!({"messages": []})).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Conflict, "{}", e.message);
+    let e = fork(&mut store, "bad\u{7}id", seq + 1, &grown).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidRequest, "{}", e.message);
+    assert_eq!(head(&mut store)["seq"], seq + 1, "nothing was written to the source");
 }
 
 #[test]

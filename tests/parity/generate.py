@@ -821,14 +821,17 @@ thanks = {"messages": [{"role": "user", "content": "Thanks — ship it."}]}
 whole = json.loads(json.dumps(CHAT))
 whole["messages"] += [{"role": "user", "content": "Thanks — ship it."}] * 2 + [{"role": "user", "content": "Ship now."}]
 fixture("transcripts-history", "A whole history that was edited or cut short is a conflict naming the first turn that differs; "
-        "new turns are appended every time, a repeated one too; the whole history then appends only what follows.",
+        "new turns are appended every time, a repeated one too; the whole history then appends only what follows; "
+        "the edited history, told to fork, starts a branch that then holds it.",
         [import_messages("openai-chat", CHAT, sid="h1"),
          import_messages("openai-chat", edited, expected={"$ref": "0#/head/seq"}, sid="h1"),
          import_messages("openai-chat", short, expected={"$ref": "0#/head/seq"}, sid="h1"),
          import_messages("openai-chat", thanks, expected={"$ref": "0#/head/seq"}, sid="h1", history="new"),
          import_messages("openai-chat", thanks, expected={"$ref": "3#/head/seq"}, sid="h1", history="new"),
          import_messages("openai-chat", whole, expected={"$ref": "4#/head/seq"}, sid="h1"),
-         import_messages("openai-chat", thanks, expected={"$ref": "5#/head/seq"}, sid="h1")])
+         import_messages("openai-chat", thanks, expected={"$ref": "5#/head/seq"}, sid="h1"),
+         import_messages("openai-chat", edited, expected={"$ref": "5#/head/seq"}, sid="h1", forkTo="h2"),
+         import_messages("openai-chat", edited, expected={"$ref": "7#/head/seq"}, sid="h2")])
 
 # Keys JavaScript orders first (integer-like ones), in payloads each host's JSON library writes from a request
 # object: every host must send the same bytes, or the kernel must not care about their order.

@@ -320,6 +320,13 @@ fn a_transcript_file_imports_as_its_sdk_wrote_it() {
     assert!(stderr(&wrong).contains("format"), "{}", stderr(&wrong));
     let missing = ctxk(&store, &["import-messages", data, "--format", "anthropic-messages"], None);
     assert!(!missing.status.success(), "--format needs --session");
+    // An edited copy branches into a new session; the first is left as it was.
+    let edited = dir.join("edited.json");
+    std::fs::write(&edited, std::fs::read_to_string(data).unwrap().replace("Thanks!", "Thanks, and Osaka?")).unwrap();
+    let edited = edited.to_str().unwrap();
+    let branch = ctxk(&store, &["import-messages", edited, "--format", "anthropic-messages", "--session", "sdk", "--fork-to", "sdk-2"], None);
+    assert!(branch.status.success(), "{}", stderr(&branch));
+    assert!(stdout(&branch).contains("to sdk-2") && stdout(&branch).contains("a branch of sdk after its seq 7"), "{}", stdout(&branch));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

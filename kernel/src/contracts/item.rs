@@ -303,7 +303,7 @@ impl ContextItem {
                 check_id("toolCalls[].providerId", id)?;
             }
             if let Some(fields) = &call.provider_fields {
-                fields.validate(&format!("toolCalls[{k}].providerFields"))?;
+                fields.validate(&format!("toolCalls[{k}].providerFields"), super::Carrier::Call)?;
             }
             if let Some(arguments) = &call.arguments {
                 if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
@@ -326,7 +326,8 @@ impl ContextItem {
             check_id("providerId", provider_id)?;
         }
         if let Some(fields) = &self.provider_fields {
-            fields.validate("providerFields")?;
+            let role = if self.kind == ItemKind::ToolEvidence { None } else { Some(self.role.unwrap_or(Role::System)) };
+            fields.validate("providerFields", super::Carrier::Turn(role))?;
         }
         if let Some(tool) = &self.tool {
             if self.kind != ItemKind::ToolSchema {
@@ -354,6 +355,9 @@ impl ContextItem {
         let assistant = self.kind == ItemKind::Message && self.role == Some(Role::Assistant);
         for (k, part) in self.parts.iter().enumerate() {
             part.validate(&format!("parts[{k}]"))?;
+            if let Some(fields) = part.provider_fields.as_ref().filter(|_| part.kind != PartKind::Opaque) {
+                fields.validate(&format!("parts[{k}].providerFields"), super::Carrier::Part(part.kind, assistant))?;
+            }
             if matches!(part.kind, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning) && !assistant {
                 return fail("only assistant messages carry thinking or reasoning parts");
             }

@@ -7,7 +7,7 @@
 
 use crate::error::{KernelError, Result};
 use crate::tokens;
-use super::{check_id, ContentRef};
+use super::{check_id, ContentRef, Role};
 
 label! {
 pub enum PartKind {
@@ -68,19 +68,39 @@ impl Format {
         read.contains(&kind)
     }
 
-    /// Whether the kernel keeps a field of this name as the provider's own
-    /// in this format (what its readers carry; any other is refused).
-    pub fn keeps(self, field: &str) -> bool {
-        let kept: &[&str] = match self {
-            Format::AnthropicMessages => &["caller", "citations", "context", "toolset_name", "transformations"],
-            Format::OpenaiChat => &["annotations", "audio", "function_call", "name", "prompt_cache_breakpoint", "refusal"],
-            Format::OpenaiResponses => &[
-                "annotations", "async", "caller", "content", "id", "logprobs", "name", "namespace", "phase", "prompt_cache_breakpoint", "status",
-            ],
-            Format::Neutral => &[],
-        };
-        kept.contains(&field)
+    /// The provider's own fields the kernel keeps on what `on` names in
+    /// this format: what its readers carry and its writers send back, and
+    /// nothing else (a field a block does not have would make the provider
+    /// refuse the request).
+    pub fn kept(self, on: Carrier) -> &'static [&'static str] {
+        use Carrier::*;
+        match (self, on) {
+            (Format::AnthropicMessages, Turn(None)) => &["toolset_name"],
+            (Format::AnthropicMessages, Call) => &["caller", "toolset_name"],
+            (Format::AnthropicMessages, Part(PartKind::Text, _)) => &["citations"],
+            (Format::AnthropicMessages, Part(PartKind::Image, _)) => &["transformations"],
+            (Format::AnthropicMessages, Part(PartKind::Document, _)) => &["citations", "context"],
+            (Format::OpenaiChat, Turn(Some(Role::Assistant))) => &["annotations", "audio", "function_call", "name", "refusal"],
+            (Format::OpenaiChat, Turn(Some(_))) => &["name"],
+            (Format::OpenaiChat, Part(PartKind::Text | PartKind::Image | PartKind::Document, _)) => &["prompt_cache_breakpoint"],
+            (Format::OpenaiResponses, Turn(Some(_))) => &["phase", "status"],
+            (Format::OpenaiResponses, Turn(None)) => &["caller", "id", "name", "namespace", "status"],
+            (Format::OpenaiResponses, Call) => &["async", "caller", "namespace", "status"],
+            (Format::OpenaiResponses, Part(PartKind::Text, true)) => &["annotations", "logprobs"],
+            (Format::OpenaiResponses, Part(PartKind::Text | PartKind::Image | PartKind::Document, false)) => &["prompt_cache_breakpoint"],
+            (Format::OpenaiResponses, Part(PartKind::Reasoning, _)) => &["content", "status"],
+            _ => &[],
+        }
     }
+}
+
+/// What carries a provider's own fields: a turn (by its role; none for a
+/// tool's result), a tool call, or a part of a kind (in an assistant turn or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carrier {
+    Turn(Option<Role>),
+    Call,
+    Part(PartKind, bool),
 }
 
 contract! {
@@ -97,11 +117,16 @@ pub struct ProviderFields {
 }
 
 impl ProviderFields {
-    /// Checks the fields of a known block: each one its format keeps.
-    pub fn validate(&self, at: &str) -> Result<()> {
+    /// Checks the fields of a known block, call or turn: each one its
+    /// format keeps on it.
+    pub fn validate(&self, at: &str, on: Carrier) -> Result<()> {
         self.check_format(at)?;
-        match self.fields.keys().find(|k| !self.format.keeps(k)) {
-            Some(name) => Err(Self::refuse(&format!("{at}.fields.{name}"), &format!("not a field {} keeps for a provider", self.format.name()))),
+        let kept = self.format.kept(on);
+        match self.fields.keys().find(|k| !kept.contains(&k.as_str())) {
+            Some(name) => Err(Self::refuse(
+                &format!("{at}.fields.{name}"),
+                &format!("{} keeps no such field here (it keeps: {})", self.format.name(), if kept.is_empty() { "none".into() } else { kept.join(", ") }),
+            )),
             None => Ok(()),
         }
     }
@@ -264,8 +289,8 @@ impl Part {
         match (&self.provider_fields, k) {
             (None, PartKind::Opaque) => return fail("an opaque part needs `providerFields`: the block it keeps"),
             (Some(fields), PartKind::Opaque) => fields.validate_opaque(&format!("{at}.providerFields"))?,
-            (Some(fields), _) => fields.validate(&format!("{at}.providerFields"))?,
-            (None, _) => {}
+            // A known part's fields depend on the turn it is in: its item checks them.
+            (Some(_), _) | (None, _) => {}
         }
         if let Some(detail) = &self.detail {
             if !DETAILS.contains(&detail.as_str()) {

@@ -139,6 +139,21 @@ pub fn head(db: &mut Db, session_id: &str) -> Result<(Head, u64)> {
     }
 }
 
+/// `stale` unless the session is at the head the writer built on.
+pub fn check_expected(session: &str, head: &Head, expected: &ExpectedHead) -> Result<()> {
+    let why = if expected.seq != head.seq {
+        Some(format!("session `{session}` is at seq {} but the writer built on seq {}", head.seq, expected.seq))
+    } else {
+        expected.digest.as_ref().filter(|d| **d != head.digest).map(|d| {
+            format!("session `{session}` is at seq {} with digest {}, but the writer built on digest {d}: a different history", head.seq, head.digest)
+        })
+    };
+    match why {
+        Some(why) => Err(KernelError::new(ErrorCode::Stale, why).with_detail(json!({"sessionId": session, "currentHead": head, "expectedHead": expected}))),
+        None => Ok(()),
+    }
+}
+
 pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsResponse> {
     check_version("request", request.schema_version)?;
     check_id("sessionId", &request.session_id)?;
@@ -153,18 +168,7 @@ pub fn append(db: &mut Db, request: AppendEventsRequest) -> Result<AppendEventsR
     }
     let session = request.session_id.as_str();
     let (mut head, head_revision) = head(db, session)?;
-    let expected = &request.expected_head;
-    let why = if expected.seq != head.seq {
-        Some(format!("session `{session}` is at seq {} but the writer built on seq {}", head.seq, expected.seq))
-    } else {
-        expected.digest.as_ref().filter(|d| **d != head.digest).map(|d| {
-            format!("session `{session}` is at seq {} with digest {}, but the writer built on digest {d}: a different history", head.seq, head.digest)
-        })
-    };
-    if let Some(why) = why {
-        return Err(KernelError::new(ErrorCode::Stale, why)
-        .with_detail(json!({"sessionId": session, "currentHead": head, "expectedHead": expected})));
-    }
+    check_expected(session, &head, &request.expected_head)?;
 
     let limits = ItemLimits { max_item_bytes: MAX_EVENT_BYTES };
     let mut events = Vec::with_capacity(request.items.len());

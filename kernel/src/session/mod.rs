@@ -22,7 +22,7 @@ mod projection;
 pub use candidate::{Candidate, LogTables};
 pub(crate) use candidate::{chrono, sink_permits, ItemFacts};
 pub use log::{
-    append, append_compaction, genesis, grounds_user_authority, head, load, read, verify_chain, AppendEventsRequest, AppendEventsResponse,
+    append, append_compaction, check_expected, genesis, grounds_user_authority, head, load, read, verify_chain, AppendEventsRequest, AppendEventsResponse,
     Appended, Event, ReadEventsRequest, ReadEventsResponse, MAX_APPEND_ITEMS, MAX_EVENT_BYTES, MAX_READ_EVENTS,
 };
 pub use projection::{project, SessionLog};

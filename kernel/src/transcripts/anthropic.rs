@@ -9,7 +9,7 @@
 //! blocks are its calls, after its other blocks.
 
 use super::turns::{check_pairing, merge, opaque, text_part, unread, Body, Format, Reading, Speaker, Turn};
-use crate::contracts::{CacheControl, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
+use crate::contracts::{CacheControl, Carrier, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -58,7 +58,7 @@ fn read_system(r: &mut Reading, system: &Value) {
                     r.fail(format!("{at}.type"), "unknown-block-type", "system blocks are `text` blocks");
                     continue;
                 }
-                let fields = r.carry(b, &at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
+                let fields = r.carry(b, &at, FORMAT, Carrier::Part(PartKind::Text, false), &["type", "text", "cache_control"]);
                 let cache = r.cache_control(b, &at);
                 if let Some(text) = r.string(b, &at, "text") {
                     turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
@@ -108,7 +108,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
     let user = turn.speaker == Speaker::User;
     match (kind, user) {
         ("text", _) => {
-            let fields = r.carry(b, at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
+            let fields = r.carry(b, at, FORMAT, Carrier::Part(PartKind::Text, !user), &["type", "text", "cache_control"]);
             let cache = r.cache_control(b, at);
             if let Some(text) = r.string(b, at, "text") {
                 turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
@@ -127,7 +127,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
             return true;
         }
         ("tool_use", false) => {
-            let fields = r.carry(b, at, FORMAT, &["type", "id", "name", "input", "cache_control"], &["caller", "toolset_name"]);
+            let fields = r.carry(b, at, FORMAT, Carrier::Call, &["type", "id", "name", "input", "cache_control"]);
             let cache = r.cache_control(b, at);
             let (id, name) = (r.id(b, at, "id"), r.id(b, at, "name"));
             let input = r.field(b, at, "input").cloned();
@@ -231,7 +231,7 @@ fn ordered(raw: &RawValue, depth: usize) -> Option<String> {
 /// A `tool_result` block: a tool turn of its own, ahead of the message's other content.
 fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
     let mut turn = Turn::new(Speaker::Tool, at);
-    turn.provider_fields = r.carry(b, at, FORMAT, &["type", "tool_use_id", "content", "is_error", "cache_control"], &["toolset_name"]);
+    turn.provider_fields = r.carry(b, at, FORMAT, Carrier::Turn(None), &["type", "tool_use_id", "content", "is_error", "cache_control"]);
     let error = match b.get("is_error") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(e)) => *e,
@@ -251,7 +251,7 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
                 let Some(inner) = r.object(block, &at) else { continue };
                 match inner.get("type").and_then(Value::as_str) {
                     Some("text") => {
-                        let fields = r.carry(inner, &at, FORMAT, &["type", "text", "cache_control"], &["citations"]);
+                        let fields = r.carry(inner, &at, FORMAT, Carrier::Part(PartKind::Text, false), &["type", "text", "cache_control"]);
                         let cache = r.cache_control(inner, &at);
                         if let Some(text) = r.string(inner, &at, "text") {
                             turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
@@ -302,8 +302,8 @@ pub const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "ima
 /// An image or document block: its part, and the base64 payload to store.
 fn media(r: &mut Reading, b: &Map<String, Value>, at: &str, kind: &str) -> Option<(Part, Option<String>)> {
     let fields = match kind {
-        "image" => r.carry(b, at, FORMAT, &["type", "source", "cache_control"], &["transformations"]),
-        _ => r.carry(b, at, FORMAT, &["type", "source", "title", "cache_control"], &["citations", "context"]),
+        "image" => r.carry(b, at, FORMAT, Carrier::Part(PartKind::Image, false), &["type", "source", "cache_control"]),
+        _ => r.carry(b, at, FORMAT, Carrier::Part(PartKind::Document, false), &["type", "source", "title", "cache_control"]),
     };
     let cache = r.cache_control(b, at);
     let title = r.optional_string(b, at, "title");

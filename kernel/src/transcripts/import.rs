@@ -23,7 +23,7 @@ use crate::canonical::{self, Timestamp};
 use crate::content::{self, Excerpt};
 use crate::contracts::{
     check_id, check_scope, check_sinks, check_version, Anchor, ContextItem, ExpectedHead, Head, ItemKind, Origin, Part, PartKind, Provenance,
-    Role, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, ToolDefinition, ToolResult, Trust,
+    ProviderFields, Role, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, ToolCall, ToolDefinition, ToolOutcome, ToolResult, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::{self, Appended, AppendEventsRequest, SessionLog};
@@ -31,6 +31,7 @@ use crate::store::Db;
 use base64::Engine;
 use serde_json::json;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 fn session_scope() -> Scope {
@@ -75,6 +76,13 @@ pub struct ImportRequest {
     /// The head the host built on; checked only when something is appended.
     pub expected_head: ExpectedHead,
     pub format: Format,
+    /// On a whole history that differs from the session's: the new session
+    /// to start instead, holding the session's events before the first turn
+    /// that differs, then the transcript from there on; the session is left
+    /// as it is (an edited message starts a branch). It must have no events.
+    /// Unused when nothing differs; the source's compactions are not copied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_to: Option<String>,
     /// Whether the transcript is the whole conversation (`whole`, the
     /// default) or only its new turns (`new`).
     #[serde(default)]
@@ -118,11 +126,23 @@ pub struct ImportedPart {
 }
 
 contract! {
+/// Where a fork branched: a session and the last of its events the fork holds.
+pub struct ForkPoint {
+    pub seq: u64,
+    pub session_id: String,
+}
+}
+
+contract! {
 pub struct ImportResponse {
     /// The items appended, in order; empty when the session already had all of it.
     pub appended: Vec<Appended>,
     /// Binary parts of the appended items, stored once by digest in the content store.
     pub blobs: Vec<ImportedPart>,
+    /// Set when the import started `forkTo`: the session it branched from,
+    /// and the last of that session's events it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkPoint>,
     pub head: Head,
     /// Parts of the appended items the kernel keeps whole without reading them.
     pub opaque: Vec<ImportedPart>,
@@ -145,6 +165,12 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
         (_, id) => id.clone(),
     };
     check_scope("scope", request.scope, scope_id.as_deref())?;
+    if let Some(target) = &request.fork_to {
+        check_id("forkTo", target)?;
+        if *target == request.session_id {
+            return Err(KernelError::invalid("forkTo: a fork starts a new session, not the one imported into").with_detail(json!({"path": "forkTo"})));
+        }
+    }
     let known: BTreeSet<String> =
         log.items.iter().flat_map(|c| c.item.tool_calls.iter().map(|call| call.call_id.clone())).collect();
     let mut reading = super::read_text(request.format, request.transcript.get(), &known)?;
@@ -158,63 +184,54 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     if !reading.violations.is_empty() {
         return Err(Violation::refuse("the transcript is not valid", &reading.violations));
     }
-    let base = Base { request: &request, scope_id, next_seq: log.head.seq + 1 };
-
-    let leading = reading.turns.iter().take_while(|t| t.speaker.instructs()).count();
-    let mut items = Vec::new();
-    let mut skipped = 0u64;
-    let mut blobs = Vec::new();
-
-    let instructions: Vec<ContextItem> = reading.turns[..leading].iter().map(|t| base.instruction(t, request.format)).collect();
-    if !instructions.is_empty() && same(&instructions, &current_instructions(log)) {
-        skipped += instructions.len() as u64;
-    } else {
-        for (k, item) in instructions.into_iter().enumerate() {
-            blobs.push(&payloads[k]);
-            items.push(item);
+    let (planned, forked_from) = match plan(log, &request, &request.session_id, scope_id.clone(), &reading, &payloads)? {
+        Ok(planned) => (planned, None),
+        Err(diverged) => {
+            let Some(target) = request.fork_to.as_deref() else { return Err(diverged.conflict()) };
+            // A branch of the history the host built on: the session's events
+            // before the first turn that differs, then the transcript from there.
+            session::check_expected(&request.session_id, &log.head, &request.expected_head)?;
+            if session::head(db, target)?.1 != 0 {
+                return Err(KernelError::new(ErrorCode::Conflict, format!("forkTo: session `{target}` already has events; a fork starts a new session"))
+                    .with_detail(json!({"path": "forkTo"})));
+            }
+            let prefix = log.at(&Head { digest: String::new(), seq: diverged.cut - 1 });
+            // New items of a session's own scope belong to the fork.
+            let scope_id = if request.scope == Scope::Session && request.scope_id.is_none() { Some(target.to_string()) } else { scope_id };
+            let Ok(mut planned) = plan(&prefix, &request, target, scope_id, &reading, &payloads)? else { return Err(diverged.conflict()) };
+            if planned.items.is_empty() && prefix.items.is_empty() {
+                return Err(KernelError::new(ErrorCode::Conflict, "forkTo: the branch would hold nothing: the transcript shares no turn with the session and adds none")
+                    .with_detail(json!({"path": "forkTo"})));
+            }
+            // The source's events, not its compactions: the branch is planned from its whole history.
+            let copied: Vec<ContextItem> = prefix.items.iter().map(|c| (*c.item).clone()).collect();
+            if copied.len() + planned.items.len() > session::MAX_APPEND_ITEMS {
+                return Err(KernelError::limit(format!(
+                    "forkTo: the branch would start with {} events; the ceiling of one call is {}",
+                    copied.len() + planned.items.len(),
+                    session::MAX_APPEND_ITEMS
+                )));
+            }
+            planned.copied = copied.len();
+            planned.payloads.splice(0..0, copied.iter().map(|_| &NONE));
+            planned.items.splice(0..0, copied);
+            (planned, Some(ForkPoint { seq: prefix.head.seq, session_id: request.session_id.clone() }))
         }
-    }
-
-    for tool in &reading.tools {
-        let current = log.items.iter().rev().filter_map(|c| c.item.tool.as_ref()).find(|t| t.name == tool.name);
-        if current == Some(tool) {
-            skipped += 1;
-        } else {
-            blobs.push(&NONE);
-            items.push(base.tool(tool.clone()));
-        }
-    }
-
-    let conversation: Vec<ContextItem> = reading.turns[leading..].iter().map(|t| base.item(t)).collect();
-    let held_turns = match request.history {
-        History::New => 0,
-        History::Whole => held(log, &conversation, &reading.turns[leading..])?,
     };
-    skipped += held_turns as u64;
-    for call in conversation[held_turns..].iter().flat_map(|i| &i.tool_calls) {
-        if known.contains(&call.call_id) {
-            let path = reading.turns[leading..].iter().find(|t| t.calls.iter().any(|c| c.call_id == call.call_id)).map_or("$", |t| t.path.as_str());
-            let violation = Violation {
-                message: format!("call id `{}` was already used by an earlier call of this session", call.call_id),
-                path: path.to_string(),
-                rule: "duplicate-call-id".into(),
-            };
-            return Err(Violation::refuse("the transcript is not valid", &[violation]));
-        }
-    }
-    for (k, item) in conversation.into_iter().enumerate().skip(held_turns) {
-        blobs.push(&payloads[leading + k]);
-        items.push(item);
-    }
-
+    let Planned { mut items, payloads: blobs, skipped, copied } = planned;
+    let session_id = match &forked_from {
+        Some(_) => request.fork_to.clone().unwrap_or_default(),
+        None => request.session_id.clone(),
+    };
     if items.is_empty() {
         return Ok(ImportResponse {
             appended: Vec::new(),
             blobs: Vec::new(),
+            forked_from,
             head: log.head.clone(),
             opaque: Vec::new(),
             schema_version: 1,
-            session_id: request.session_id,
+            session_id,
             skipped,
         });
     }
@@ -223,7 +240,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     }
     // Parts worth telling the host of, by item; ids are known once appended.
     let mut noted = Vec::new();
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate().skip(copied) {
         for (k, part) in item.parts.iter().enumerate() {
             let block_type = opaque_type(part).map(str::to_string);
             let digest = part.content_ref.as_ref().map(|r| r.digest.clone());
@@ -232,16 +249,10 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
             }
         }
     }
-    let appended = session::append(
-        db,
-        AppendEventsRequest {
-            expected_head: request.expected_head.clone(),
-            items,
-            now: request.now.clone(),
-            schema_version: 1,
-            session_id: request.session_id.clone(),
-        },
-    )?;
+    // A fork is a new session, its head checked against the session it branched from.
+    let expected_head = if forked_from.is_some() { ExpectedHead { digest: None, seq: 0 } } else { request.expected_head.clone() };
+    let appended =
+        session::append(db, AppendEventsRequest { expected_head, items, now: request.now.clone(), schema_version: 1, session_id: session_id.clone() })?;
     let (mut blobs, mut opaque) = (Vec::new(), Vec::new());
     for (i, part, digest, block_type) in noted {
         let item_id = appended.appended[i].item_id.clone();
@@ -250,15 +261,112 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
             None => blobs.push(ImportedPart { digest, item_id, part, block_type: None }),
         }
     }
-    Ok(ImportResponse {
-        appended: appended.appended,
-        blobs,
-        head: appended.head,
-        opaque,
-        schema_version: 1,
-        session_id: request.session_id,
-        skipped,
-    })
+    Ok(ImportResponse { appended: appended.appended, blobs, forked_from, head: appended.head, opaque, schema_version: 1, session_id, skipped })
+}
+
+/// What an import appends to a session whose log is `log`.
+struct Planned<'p> {
+    items: Vec<ContextItem>,
+    /// Each item's base64 payloads, decoded (part index, bytes).
+    payloads: Vec<&'p Vec<(usize, Vec<u8>)>>,
+    /// Turns (and tool definitions) the session already held.
+    skipped: u64,
+    /// How many leading items a fork copied from its source.
+    copied: usize,
+}
+
+/// The items a transcript adds to `log` (of session `session_id`), or where
+/// its whole history differs from the log's.
+fn plan<'p>(
+    log: &SessionLog,
+    request: &ImportRequest,
+    session_id: &str,
+    scope_id: Option<String>,
+    reading: &Reading,
+    payloads: &'p [Vec<(usize, Vec<u8>)>],
+) -> Result<std::result::Result<Planned<'p>, Divergence>> {
+    let base = Base { request, session_id, scope_id, next_seq: log.head.seq + 1 };
+    let leading = reading.turns.iter().take_while(|t| t.speaker.instructs()).count();
+    let mut planned = Planned { items: Vec::new(), payloads: Vec::new(), skipped: 0, copied: 0 };
+
+    let instructions: Vec<ContextItem> = reading.turns[..leading].iter().map(|t| base.instruction(t, request.format)).collect();
+    if !instructions.is_empty() && same(&instructions, &current_instructions(log)) {
+        planned.skipped += instructions.len() as u64;
+    } else {
+        for (k, item) in instructions.into_iter().enumerate() {
+            planned.payloads.push(&payloads[k]);
+            planned.items.push(item);
+        }
+    }
+
+    for tool in &reading.tools {
+        let current = log.items.iter().rev().filter_map(|c| c.item.tool.as_ref()).find(|t| t.name == tool.name);
+        if current == Some(tool) {
+            planned.skipped += 1;
+        } else {
+            planned.payloads.push(&NONE);
+            planned.items.push(base.tool(tool.clone()));
+        }
+    }
+
+    let turns = &reading.turns[leading..];
+    let held_turns = match request.history {
+        History::New => 0,
+        History::Whole => match held(log, turns) {
+            Ok(held) => held,
+            Err(diverged) => return Ok(Err(diverged)),
+        },
+    };
+    planned.skipped += held_turns as u64;
+    // Calls and results against this log (a fork's is shorter than the
+    // session the transcript was read against): no call id made twice, no
+    // result for a call the log and the turns before it never made.
+    let mut known: BTreeSet<&str> = log.items.iter().flat_map(|c| c.item.tool_calls.iter().map(|call| call.call_id.as_str())).collect();
+    for turn in &turns[held_turns..] {
+        let broken = match (turn.calls.iter().find(|c| known.contains(c.call_id.as_str())), &turn.result) {
+            (Some(call), _) => Some(("duplicate-call-id", format!("call id `{}` was already used by an earlier call of this session", call.call_id))),
+            (None, Some((id, _))) if !known.contains(id.as_str()) => Some(("result-without-call", format!("the result for `{id}` answers no call made before it"))),
+            _ => None,
+        };
+        if let Some((rule, message)) = broken {
+            return Err(Violation::refuse("the transcript is not valid", &[Violation { message, path: turn.path.clone(), rule: rule.into() }]));
+        }
+        known.extend(turn.calls.iter().map(|c| c.call_id.as_str()));
+    }
+    // Only what follows the held turns becomes items.
+    for (k, turn) in turns.iter().enumerate().skip(held_turns) {
+        planned.payloads.push(&payloads[leading + k]);
+        planned.items.push(base.item(turn));
+    }
+    Ok(Ok(planned))
+}
+
+/// Where a whole history parts from the session's: the first turn that
+/// differs (or the last one, when the history is cut short).
+struct Divergence {
+    why: &'static str,
+    path: String,
+    turn: usize,
+    turns: usize,
+    held: usize,
+    /// The seq of the session's first turn the transcript does not hold:
+    /// a fork keeps the events before it.
+    cut: u64,
+}
+
+impl Divergence {
+    fn conflict(&self) -> KernelError {
+        let (why, path, turn, held) = (self.why, &self.path, self.turn, self.held);
+        KernelError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the transcript's conversation {why} `{path}` (turn {turn} of {}), while the session holds {held} turns: a whole history starts with \
+                 what the session holds; a host sending only new turns says `history: new`, and one that edited the history may start `forkTo`",
+                self.turns
+            ),
+        )
+        .with_detail(json!({"path": path, "turn": turn, "held": held}))
+    }
 }
 
 /// An opaque part's block type.
@@ -338,6 +446,8 @@ fn store_parts(db: &mut Db, item: &mut ContextItem, payloads: &[(usize, Vec<u8>)
 /// What every imported item shares.
 struct Base<'a> {
     request: &'a ImportRequest,
+    /// The session the items go to.
+    session_id: &'a str,
     scope_id: Option<String>,
     /// The seq the first appended item gets: the instructions' group.
     next_seq: u64,
@@ -413,7 +523,7 @@ impl Base<'_> {
             scope: r.scope,
             scope_id: self.scope_id.clone(),
             sensitivity: r.sensitivity,
-            source_ref: SourceRef { id: r.session_id.clone(), kind: SourceKind::Import, seq, span: None },
+            source_ref: SourceRef { id: self.session_id.to_string(), kind: SourceKind::Import, seq, span: None },
             summary_of: None,
             task: None,
             token_estimate: None,
@@ -442,33 +552,62 @@ fn instruction_identity(item: &ContextItem) -> Option<String> {
     canonical::digest_value(&(item.content.as_deref().map_or_else(|| item.parts_text(), str::to_string), parts_identity(&item.parts))).ok()
 }
 
-/// A conversational item's identity; none for anything else.
-pub fn identity(item: &ContextItem) -> Option<String> {
-    let speaker = match (item.kind, item.role, &item.tool_result) {
-        (ItemKind::Message, Some(role), _) => match role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
-            Role::System => "system",
-            Role::Developer => "developer",
-        },
-        (ItemKind::ToolEvidence, _, Some(_)) => "tool",
-        _ => return None,
-    };
-    let text = match (&item.content, &item.content_ref) {
-        (Some(text), _) => text.clone(),
-        (None, Some(reference)) => reference.digest.clone(),
-        (None, None) => item.parts_text(),
-    };
-    // Text alone is the same turn however it is split into parts (`"hi"`,
-    // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
-    let parts = parts_identity(&item.parts);
-    let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
-    let calls: Vec<(&str, &str, Option<String>)> =
-        item.tool_calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity))).collect();
-    let result = item.tool_result.as_ref().map(|r| (r.call_id.as_str(), r.outcome));
-    // An answer given without content says it in the provider's own fields.
-    let answer = item.provider_fields.as_ref().map(|f| (f.fields.get("refusal"), f.fields.get("audio"))).filter(|(r, a)| r.is_some() || a.is_some());
-    canonical::digest_value(&(speaker, text, parts, calls, result, answer)).ok()
+/// What makes two conversational turns the same, read alike from a stored
+/// item and from a transcript's turn (as the item it would become).
+struct Identity<'a> {
+    speaker: &'static str,
+    text: Cow<'a, str>,
+    parts: &'a [Part],
+    calls: &'a [ToolCall],
+    result: Option<(&'a str, ToolOutcome)>,
+    fields: Option<&'a ProviderFields>,
+}
+
+impl<'a> Identity<'a> {
+    /// A stored item's; none for what is no conversational turn.
+    fn of_item(item: &'a ContextItem) -> Option<Self> {
+        let speaker = match (item.kind, item.role, &item.tool_result) {
+            (ItemKind::Message, Some(role), _) => match role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::System => "system",
+                Role::Developer => "developer",
+            },
+            (ItemKind::ToolEvidence, _, Some(_)) => "tool",
+            _ => return None,
+        };
+        let text = match (&item.content, &item.content_ref) {
+            (Some(text), _) => Cow::Borrowed(text.as_str()),
+            (None, Some(reference)) => Cow::Borrowed(reference.digest.as_str()),
+            (None, None) => Cow::Owned(item.parts_text()),
+        };
+        let result = item.tool_result.as_ref().map(|r| (r.call_id.as_str(), r.outcome));
+        Some(Identity { speaker, text, parts: &item.parts, calls: &item.tool_calls, result, fields: item.provider_fields.as_ref() })
+    }
+
+    fn of_turn(turn: &'a Turn) -> Self {
+        let text = match turn.parts.is_empty() {
+            true => Cow::Borrowed(turn.text.as_str()),
+            false => {
+                let texts: Vec<&str> = turn.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+                Cow::Owned(texts.join("\n"))
+            }
+        };
+        let result = turn.result.as_ref().map(|(id, outcome)| (id.as_str(), *outcome));
+        Identity { speaker: turn.speaker.name(), text, parts: &turn.parts, calls: &turn.calls, result, fields: turn.provider_fields.as_ref() }
+    }
+
+    fn digest(&self) -> Option<String> {
+        // Text alone is the same turn however it is split into parts (`"hi"`,
+        // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
+        let parts = parts_identity(self.parts);
+        let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
+        let calls: Vec<(&str, &str, Option<String>)> =
+            self.calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity))).collect();
+        // An answer given without content says it in the provider's own fields.
+        let answer = self.fields.map(|f| (f.fields.get("refusal"), f.fields.get("audio"))).filter(|(r, a)| r.is_some() || a.is_some());
+        canonical::digest_value(&(self.speaker, &self.text, parts, calls, self.result, answer)).ok()
+    }
 }
 
 /// Arguments as JSON values, so the spacing, member order and number
@@ -531,28 +670,23 @@ fn unnulled(fields: &serde_json::Map<String, serde_json::Value>) -> serde_json::
 /// must be where the transcript starts. A turn that differs before the session's
 /// end, or a transcript that stops short of it, is a conflict naming the
 /// first turn that does not match.
-fn held(log: &SessionLog, conversation: &[ContextItem], turns: &[Turn]) -> Result<usize> {
+fn held(log: &SessionLog, turns: &[Turn]) -> std::result::Result<usize, Divergence> {
     // What earlier imports appended: the host's own records (an approval
     // asked through `append-events`, a note) are no turn of its transcript.
-    let imported = log.items.iter().filter(|c| c.item.source_ref.kind == SourceKind::Import);
-    let had: Vec<String> = imported.filter_map(|c| identity(&c.item)).collect();
-    for (turn, stored) in had.iter().enumerate() {
+    // Read once per item: the log keeps them, with their seqs, for the next call.
+    let mut memo = log.imported_turns.borrow_mut();
+    let (read, had) = &mut *memo;
+    let imported = log.items[*read..].iter().filter(|c| c.item.source_ref.kind == SourceKind::Import);
+    had.extend(imported.filter_map(|c| Some((c.seq?, Identity::of_item(&c.item)?.digest()?))));
+    *read = log.items.len();
+    for (turn, (seq, stored)) in had.iter().enumerate() {
         // A turn that differs is named; a history cut short, by its last turn.
-        let (why, path) = match conversation.get(turn) {
+        let (why, path) = match turns.get(turn) {
             None => ("ends after", turns.last().map_or("$", |t| t.path.as_str())),
-            Some(item) if identity(item).as_ref() != Some(stored) => ("differs from the session's at", turns[turn].path.as_str()),
+            Some(t) if Identity::of_turn(t).digest().as_ref() != Some(stored) => ("differs from the session's at", t.path.as_str()),
             Some(_) => continue,
         };
-        return Err(KernelError::new(
-            ErrorCode::Conflict,
-            format!(
-                "the transcript's conversation {why} `{path}` (turn {turn} of {}), while the session holds {} turns: a whole history starts with \
-                 what the session holds; a host sending only new turns says `history: new`",
-                conversation.len(),
-                had.len()
-            ),
-        )
-        .with_detail(json!({"path": path, "turn": turn, "held": had.len()})));
+        return Err(Divergence { why, path: path.to_string(), turn, turns: turns.len(), held: had.len(), cut: *seq });
     }
     Ok(had.len())
 }

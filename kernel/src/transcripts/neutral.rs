@@ -4,7 +4,7 @@
 //! (`contentRef`) or by `url`.
 
 use super::turns::{check_pairing, Body, Reading, Speaker, Turn};
-use crate::contracts::{Part, ProviderFields, ToolCall, ToolDefinition, ToolResult};
+use crate::contracts::{Carrier, Part, ProviderFields, Role, ToolCall, ToolDefinition, ToolResult};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -98,11 +98,18 @@ fn read_turn(r: &mut Reading, n: NeutralTurn, at: &str) {
     }
     for (k, call) in n.tool_calls.iter().enumerate() {
         r.arguments(call.arguments.clone(), &format!("{at}.toolCalls[{k}].arguments"));
-        if let Some(Err(e)) = call.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.toolCalls[{k}].providerFields"))) {
+        if let Some(Err(e)) = call.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.toolCalls[{k}].providerFields"), Carrier::Call)) {
             r.fail(format!("{at}.toolCalls[{k}].providerFields"), "bad-part", e.message);
         }
     }
-    if let Some(Err(e)) = n.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.providerFields"))) {
+    let role = match n.role {
+        NeutralRole::System => Some(Role::System),
+        NeutralRole::Developer => Some(Role::Developer),
+        NeutralRole::User => Some(Role::User),
+        NeutralRole::Assistant => Some(Role::Assistant),
+        NeutralRole::Tool => None,
+    };
+    if let Some(Err(e)) = n.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.providerFields"), Carrier::Turn(role))) {
         r.fail(format!("{at}.providerFields"), "bad-part", e.message);
     }
     for (k, part) in n.parts.iter().enumerate() {

@@ -4,7 +4,7 @@
 //! are kept whole as opaque parts.
 
 use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
-use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
+use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -53,9 +53,10 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
     let mut turn = Turn::new(speaker, at);
     // What an SDK's parsed answer holds besides content and calls goes back with it.
     turn.provider_fields = match speaker {
-        Speaker::Assistant => r.carry(m, at, FORMAT, &["role", "content", "tool_calls"], &["annotations", "audio", "function_call", "name", "refusal"]),
-        Speaker::Tool => r.carry(m, at, FORMAT, &["role", "content", "tool_call_id"], &[]),
-        _ => r.carry(m, at, FORMAT, &["role", "content"], &["name"]),
+        Speaker::Assistant => r.carry(m, at, FORMAT, Carrier::Turn(Some(Role::Assistant)), &["role", "content", "tool_calls"]),
+        Speaker::Tool => r.carry(m, at, FORMAT, Carrier::Turn(None), &["role", "content", "tool_call_id"]),
+        // A user's, a system's or a developer's message keep the same fields.
+        _ => r.carry(m, at, FORMAT, Carrier::Turn(Some(Role::User)), &["role", "content"]),
     };
     match m.get("content") {
         Some(Value::String(text)) => turn.text = text.clone(),
@@ -87,7 +88,15 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
 
 fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str) {
     let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
-    let fields = if FORMAT.reads(kind) { r.carry(p, at, FORMAT, &["type", kind], &["prompt_cache_breakpoint"]) } else { None };
+    let on = Carrier::Part(
+        match kind {
+            "image_url" => PartKind::Image,
+            "file" => PartKind::Document,
+            _ => PartKind::Text,
+        },
+        turn.speaker == Speaker::Assistant,
+    );
+    let fields = if FORMAT.reads(kind) { r.carry(p, at, FORMAT, on, &["type", kind]) } else { None };
     match (kind, turn.speaker) {
         ("text", _) => {
             if let Some(text) = r.string(p, at, "text") {

@@ -9,7 +9,7 @@
 //! `function_call` items (parallel calls) is one assistant turn.
 
 use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
-use crate::contracts::{Part, PartKind, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
+use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
 
@@ -153,7 +153,7 @@ fn read_item(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: 
 }
 
 fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Part> {
-    let fields = r.carry(item, at, FORMAT, &["type", "id", "summary", "encrypted_content"], &["content", "status"]);
+    let fields = r.carry(item, at, FORMAT, Carrier::Part(PartKind::Reasoning, true), &["type", "id", "summary", "encrypted_content"]);
     let id = r.string(item, at, "id")?;
     prefixed(r, &id, "rs_", &format!("{at}.id"));
     let encrypted_content = r.optional_string(item, at, "encrypted_content");
@@ -172,7 +172,7 @@ fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Par
 }
 
 fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<ToolCall> {
-    let fields = r.carry(item, at, FORMAT, &["type", "id", "call_id", "name", "arguments"], &["async", "caller", "namespace", "status"]);
+    let fields = r.carry(item, at, FORMAT, Carrier::Call, &["type", "id", "call_id", "name", "arguments"]);
     let provider_id = r.optional_string(item, at, "id");
     if let Some(id) = &provider_id {
         prefixed(r, id, "fc_", &format!("{at}.id"));
@@ -184,7 +184,7 @@ fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option
 
 fn output(r: &mut Reading, item: &Map<String, Value>, at: &str) {
     let mut turn = Turn::new(Speaker::Tool, at);
-    turn.provider_fields = r.carry(item, at, FORMAT, &["type", "call_id", "output"], &["caller", "id", "name", "namespace", "status"]);
+    turn.provider_fields = r.carry(item, at, FORMAT, Carrier::Turn(None), &["type", "call_id", "output"]);
     match r.field(item, at, "output") {
         Some(Value::String(text)) => turn.text = text.clone(),
         Some(Value::Array(parts)) => {
@@ -214,7 +214,7 @@ fn message(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: &s
     }
     let mut turn = Turn::new(speaker, at);
     let read: &[&str] = if assistant { &["type", "role", "content", "id"] } else { &["type", "role", "content"] };
-    turn.provider_fields = r.carry(item, at, FORMAT, read, &["phase", "status"]);
+    turn.provider_fields = r.carry(item, at, FORMAT, Carrier::Turn(Some(Role::User)), read);
     turn.parts = group.take_reasoning();
     if assistant {
         turn.provider_id = r.optional_string(item, at, "id");
@@ -249,10 +249,10 @@ fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
         let kind = p.get("type").and_then(Value::as_str).unwrap_or("");
         let assistant = turn.speaker == Speaker::Assistant;
         let fields = match kind {
-            "output_text" => r.carry(p, &at, FORMAT, &["type", "text"], &["annotations", "logprobs"]),
-            "input_text" => r.carry(p, &at, FORMAT, &["type", "text"], &["prompt_cache_breakpoint"]),
-            "input_image" => r.carry(p, &at, FORMAT, &["type", "image_url", "detail"], &["prompt_cache_breakpoint"]),
-            "input_file" => r.carry(p, &at, FORMAT, &["type", "file_data", "file_url", "filename"], &["prompt_cache_breakpoint"]),
+            "output_text" => r.carry(p, &at, FORMAT, Carrier::Part(PartKind::Text, true), &["type", "text"]),
+            "input_text" => r.carry(p, &at, FORMAT, Carrier::Part(PartKind::Text, false), &["type", "text"]),
+            "input_image" => r.carry(p, &at, FORMAT, Carrier::Part(PartKind::Image, false), &["type", "image_url", "detail"]),
+            "input_file" => r.carry(p, &at, FORMAT, Carrier::Part(PartKind::Document, false), &["type", "file_data", "file_url", "filename"]),
             _ => None,
         };
         match (kind, assistant) {

@@ -3,7 +3,7 @@
 //! once, a result answers a call made before it, and only once.
 
 pub use crate::contracts::Format;
-use crate::contracts::{CacheControl, Part, PartKind, ProviderFields, ToolCall, ToolDefinition, ToolOutcome};
+use crate::contracts::{CacheControl, Carrier, Part, PartKind, ProviderFields, ToolCall, ToolDefinition, ToolOutcome};
 use crate::error::KernelError;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -202,9 +202,10 @@ impl Reading {
     }
 
     /// [`only`](Self::only) for a block whose fields are `read` by the
-    /// kernel or `carried`: the provider's own, kept unread to go back with
-    /// the block to `format` (citations, a status). Returns those given.
-    pub fn carry(&mut self, object: &Map<String, Value>, at: &str, format: Format, read: &[&str], carried: &[&str]) -> Option<ProviderFields> {
+    /// kernel or the provider's own that `format` keeps on what carries them
+    /// (citations, a status), kept unread to go back with the block. Returns those given.
+    pub fn carry(&mut self, object: &Map<String, Value>, at: &str, format: Format, on: Carrier, read: &[&str]) -> Option<ProviderFields> {
+        let carried = format.kept(on);
         let allowed: Vec<&str> = read.iter().chain(carried).copied().collect();
         self.only(object, at, &allowed);
         let fields: Map<String, Value> =

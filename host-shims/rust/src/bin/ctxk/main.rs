@@ -59,6 +59,10 @@ enum Command {
         /// Sinks the imported items may reach (repeatable).
         #[arg(long = "allow", requires = "format", default_value = "model:*")]
         allowed_sinks: Vec<String>,
+        /// When the history differs from the session's, start this session
+        /// as its branch instead (the session is left as it is).
+        #[arg(long, requires = "format")]
+        fork_to: Option<String>,
     },
     /// Render a model call's context as a provider request body (a `render-context` request).
     Render {
@@ -222,22 +226,24 @@ fn utc_now() -> anyhow::Result<String> {
     Ok(now.format(&time::format_description::well_known::Rfc3339)?)
 }
 
+/// Where a transcript file goes: its format, the session, and how it is read.
+struct Target<'a> {
+    format: &'a str,
+    session: &'a str,
+    history: &'a str,
+    fork_to: Option<&'a str>,
+}
+
 /// An `import-messages` request for a transcript file: the session's head
 /// read first, the transcript's own bytes passed on unchanged.
-fn transcript_request(
-    kernel: &mut Kernel,
-    format: &str,
-    session: &str,
-    history: &str,
-    sensitivity: &str,
-    allowed_sinks: &[String],
-    transcript: String,
-) -> Result<String, Failure> {
+fn transcript_request(kernel: &mut Kernel, target: &Target, sensitivity: &str, allowed_sinks: &[String], transcript: String) -> Result<String, Failure> {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct Request<'a> {
         allowed_sinks: &'a [String],
         expected_head: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fork_to: Option<&'a str>,
         format: &'a str,
         history: &'a str,
         now: String,
@@ -247,12 +253,15 @@ fn transcript_request(
         transcript: &'a serde_json::value::RawValue,
     }
     let transcript = serde_json::value::RawValue::from_string(transcript).context("the transcript is not JSON")?;
+    let session = target.session;
     let expected_head = match kernel.call_json("read-events", &json!({"schemaVersion": 1, "sessionId": session, "limit": 1})) {
         Ok(events) => events["head"].clone(),
         Err(e) if e.code == ErrorCode::NotFound => json!({"seq": 0}),
         Err(e) => return Err(e.into()),
     };
-    let request = Request { allowed_sinks, expected_head, format, history, now: utc_now()?, schema_version: 1, sensitivity, session_id: session, transcript: &transcript };
+    let (format, history, fork_to) = (target.format, target.history, target.fork_to);
+    let request =
+        Request { allowed_sinks, expected_head, fork_to, format, history, now: utc_now()?, schema_version: 1, sensitivity, session_id: session, transcript: &transcript };
     Ok(serde_json::to_string(&request).context("the import request")?)
 }
 
@@ -394,10 +403,10 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Plan { file, .. } => ("plan-context", read_request(file.as_ref())?),
         Command::Append { file } => ("append-events", read_request(file.as_ref())?),
         Command::ImportMessages { file, format: None, .. } => ("import-messages", read_request(file.as_ref())?),
-        Command::ImportMessages { file, format: Some(format), session, history, sensitivity, allowed_sinks } => {
-            let session = session.as_deref().unwrap_or_default();
+        Command::ImportMessages { file, format: Some(format), session, history, sensitivity, allowed_sinks, fork_to } => {
             let transcript = read_request(file.as_ref())?;
-            ("import-messages", transcript_request(&mut kernel, format, session, history, sensitivity, allowed_sinks, transcript)?)
+            let target = Target { format, session: session.as_deref().unwrap_or_default(), history, fork_to: fork_to.as_deref() };
+            ("import-messages", transcript_request(&mut kernel, &target, sensitivity, allowed_sinks, transcript)?)
         }
         Command::Render { file, .. } => ("render-context", read_request(file.as_ref())?),
         Command::Events { session, after, limit } => (

@@ -152,6 +152,9 @@ pub fn appended(v: &Value) -> String {
         n(&v["head"]["seq"]),
         s(&v["head"]["digest"])
     );
+    if let Some(from) = v.get("forkedFrom") {
+        out.push_str(&format!("  a branch of {} after its seq {}\n", s(&from["sessionId"]), n(&from["seq"])));
+    }
     for (what, list) in [("binary part stored", &v["blobs"]), ("opaque part kept", &v["opaque"])] {
         for part in list.as_array().into_iter().flatten() {
             let kind = part["type"].as_str().map_or(String::new(), |t| format!(" `{t}`"));

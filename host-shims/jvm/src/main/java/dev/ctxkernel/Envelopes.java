@@ -110,8 +110,11 @@ public interface Envelopes {
     record ResidentSnapshot(List<String> included, long memoryRevision, int schemaVersion, String text, long tokens,
             String version) {}
 
-    record ImportResponse(List<Appended> appended, List<ImportedPart> blobs, Head head, List<ImportedPart> opaque,
-            int schemaVersion, String sessionId, long skipped) {}
+    record ImportResponse(List<Appended> appended, List<ImportedPart> blobs, ForkPoint forkedFrom, Head head,
+            List<ImportedPart> opaque, int schemaVersion, String sessionId, long skipped) {}
+
+    /** The session a fork branched from, and the last of its events the fork holds. */
+    record ForkPoint(long seq, String sessionId) {}
 
     /** A stored binary part ({@code digest}) or an opaque one ({@code type}) of an appended item. */
     record ImportedPart(String digest, String itemId, long part, String type) {}
