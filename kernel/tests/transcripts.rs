@@ -482,6 +482,33 @@ fn an_edited_history_forks_into_a_new_session_and_leaves_the_old_one() {
     assert_eq!(head(&mut store)["seq"], seq + 1, "nothing was written to the source");
 }
 
+/// A conversation someone else had comes in below the user's own trust, and
+/// its words ground nothing; no import raises a user's turns above it.
+#[test]
+fn a_forwarded_transcript_lowers_its_user_turns_and_none_is_raised() {
+    let request = |trust: &str| {
+        json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "format": "openai-chat", "now": NOW, "sensitivity": "internal",
+            "allowedSinks": ["model:*"], "userTrust": trust, "transcript": {"messages": [{"role": "user", "content": "Remember that the deploy window is Friday."}]}})
+    };
+    let propose = |store: &mut MemStore| {
+        call(store, Command::ProposeMemory, &json!({"schemaVersion": 1, "now": NOW, "authority": {"kind": "user-explicit", "sessionId": "s"},
+            "candidates": [{"scope": "project", "scopeId": "p", "category": "fact", "content": "the deploy window is Friday", "confidence": 0.9,
+                "importance": 0.5, "provenance": {"origin": "user"}, "evidenceRefs": [{"kind": "session", "id": "s", "seq": 1}]}]}))
+    };
+    let mut own = MemStore::default();
+    call(&mut own, Command::ImportMessages, &request("user")).unwrap();
+    propose(&mut own).expect("the user's own words ground their authority");
+    let mut forwarded = MemStore::default();
+    call(&mut forwarded, Command::ImportMessages, &request("external")).unwrap();
+    let events = call(&mut forwarded, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s", "limit": 5})).unwrap();
+    assert_eq!(events["events"][0]["item"]["trust"], "external");
+    assert_eq!(propose(&mut forwarded).unwrap_err().code, ErrorCode::ScopeDenied, "a forwarded user's words ground nothing");
+    for raised in ["verified", "host"] {
+        let e = call(&mut MemStore::default(), Command::ImportMessages, &request(raised)).unwrap_err();
+        assert!(e.message.contains("userTrust"), "{}", e.message);
+    }
+}
+
 #[test]
 fn importing_the_same_history_twice_appends_nothing_and_a_longer_one_only_its_new_turns() {
     for (format, transcript) in [("openai-chat", chat()), ("anthropic-messages", anthropic()), ("openai-responses", responses())] {

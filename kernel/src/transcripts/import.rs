@@ -42,6 +42,10 @@ fn verified() -> Trust {
     Trust::Verified
 }
 
+fn user() -> Trust {
+    Trust::User
+}
+
 label! {
 /// What an imported transcript holds.
 #[derive(Default)]
@@ -108,6 +112,11 @@ pub struct ImportRequest {
     /// the conversation (e.g. `{"system", "messages", "tools"}`), nothing else.
     #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
     pub transcript: Box<RawValue>,
+    /// The trust user turns get: `user` unless said; `external` or
+    /// `untrusted` for a conversation someone else had (a forwarded
+    /// transcript), whose words then ground no user authority.
+    #[serde(default = "user")]
+    pub user_trust: Trust,
 }
 
 contract! {
@@ -165,6 +174,10 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
         (_, id) => id.clone(),
     };
     check_scope("scope", request.scope, scope_id.as_deref())?;
+    if request.user_trust < Trust::User {
+        return Err(KernelError::invalid("userTrust: a user's turns are at most `user` trust; `external` or `untrusted` lower them")
+            .with_detail(json!({"path": "userTrust"})));
+    }
     if let Some(target) = &request.fork_to {
         check_id("forkTo", target)?;
         if *target == request.session_id {
@@ -459,7 +472,7 @@ impl Base<'_> {
         // is the tool's words: it has the trust tool results get.
         let tool_output = turn.parts.iter().any(|p| p.kind == PartKind::Opaque && opaque_type(p).is_some_and(|t| t.ends_with("_output")));
         let (kind, role, trust, origin) = match turn.speaker {
-            Speaker::User => (ItemKind::Message, Some(Role::User), Trust::User, Origin::User),
+            Speaker::User => (ItemKind::Message, Some(Role::User), self.request.user_trust, Origin::User),
             Speaker::Assistant if tool_output => (ItemKind::Message, Some(Role::Assistant), self.request.tool_trust, Origin::Tool),
             Speaker::Assistant => (ItemKind::Message, Some(Role::Assistant), Trust::Verified, Origin::Model),
             Speaker::Tool => (ItemKind::ToolEvidence, None, self.request.tool_trust, Origin::Tool),
