@@ -1047,19 +1047,26 @@ proptest! {
     }
 }
 
-/// A small JSON object, as a model writes tool input.
+/// A small JSON object, as a model writes tool input: number edges (past
+/// 2^53, the extremes of 64 bits), integer-like keys JavaScript orders
+/// first, and keys and strings holding escapes, controls, line and
+/// direction separators.
 fn json_object() -> impl Strategy<Value = Value> {
+    const TEXT: &str = "[a-z0-9 é\\\\\"☕\u{0}-\u{1f}\u{2028}\u{202e}\u{1f600}]{0,8}";
+    const KEY: &str = "[a-z0-9é\\\\\"\u{7}\u{2028}\u{202e}]{1,6}";
     let leaf = prop_oneof![
         any::<i32>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
         (-1.0e6f64..1.0e6).prop_map(Value::from),
-        "[a-z0-9 é\\\"☕]{0,8}".prop_map(Value::from),
+        TEXT.prop_map(Value::from),
         any::<bool>().prop_map(Value::from),
         Just(Value::Null),
     ];
     let value = leaf.prop_recursive(3, 16, 4, |inner| {
-        prop_oneof![prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from), prop::collection::btree_map("[a-z0-9]{1,4}", inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))]
+        prop_oneof![prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from), prop::collection::btree_map(KEY, inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))]
     });
-    prop::collection::btree_map("[a-z0-9]{1,6}", value, 0..5).prop_map(|m| Value::Object(m.into_iter().collect()))
+    prop::collection::btree_map(KEY, value, 0..5).prop_map(|m| Value::Object(m.into_iter().collect()))
 }
 
 /// Every call's arguments, as JSON, in order.

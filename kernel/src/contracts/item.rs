@@ -696,8 +696,7 @@ impl ContextItem {
 
     /// The text parts joined by newlines.
     pub fn parts_text(&self) -> String {
-        let texts: Vec<&str> = self.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
-        texts.join("\n")
+        super::text_of(&self.parts)
     }
 
     /// Estimated tokens: the visible text, every part a provider charges

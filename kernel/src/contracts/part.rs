@@ -348,6 +348,12 @@ impl Part {
     }
 }
 
+/// The text parts joined by newlines: the text view of a message given as parts.
+pub fn text_of(parts: &[Part]) -> String {
+    let texts: Vec<&str> = parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
+    texts.join("\n")
+}
+
 fn opaque(data: Option<&str>) -> u64 {
     data.map_or(0, |d| (d.len() as u64 * 3).div_ceil(16))
 }

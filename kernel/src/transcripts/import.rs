@@ -601,10 +601,7 @@ impl<'a> Identity<'a> {
     fn of_turn(turn: &'a Turn) -> Self {
         let text = match turn.parts.is_empty() {
             true => Cow::Borrowed(turn.text.as_str()),
-            false => {
-                let texts: Vec<&str> = turn.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
-                Cow::Owned(texts.join("\n"))
-            }
+            false => Cow::Owned(crate::contracts::text_of(&turn.parts)),
         };
         let result = turn.result.as_ref().map(|(id, outcome)| (id.as_str(), *outcome));
         Identity { speaker: turn.speaker.name(), text, parts: &turn.parts, calls: &turn.calls, result, fields: turn.provider_fields.as_ref() }

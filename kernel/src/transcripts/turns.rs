@@ -85,11 +85,9 @@ impl Turn {
     /// Sets `text` from the parts, as an item's `content` is (plain text,
     /// without parts, stays as it is).
     pub fn join_text(&mut self) {
-        if self.parts.is_empty() {
-            return;
+        if !self.parts.is_empty() {
+            self.text = crate::contracts::text_of(&self.parts);
         }
-        let texts: Vec<&str> = self.parts.iter().filter(|p| p.kind == PartKind::Text).filter_map(|p| p.text.as_deref()).collect();
-        self.text = texts.join("\n");
     }
 }
 
