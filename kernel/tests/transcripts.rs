@@ -1163,3 +1163,140 @@ fn chat_transcript(turns: &[(u8, u8, String)]) -> Value {
     }
     json!({"messages": messages, "tools": [{"type": "function", "function": {"name": "tool", "parameters": {"type": "object"}}}]})
 }
+
+/// A transcript with its conversation cut to `n` elements.
+fn cut(format: &str, full: &Value, n: usize) -> Value {
+    let key = if format == "openai-responses" { "input" } else { "messages" };
+    let mut body = full.clone();
+    body[key].as_array_mut().unwrap().truncate(n);
+    body
+}
+
+/// The first text a host could edit in `value`.
+fn edit_text(value: &mut Value) -> bool {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if let (true, Value::String(text)) = (key == "text" || key == "content" || key == "output", &mut *v) {
+                    text.push('!');
+                    return true;
+                }
+                if edit_text(v) {
+                    return true;
+                }
+            }
+            false
+        }
+        Value::Array(items) => items.iter_mut().any(edit_text),
+        _ => false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A kernel that stays loaded skips what a re-sent history shares with
+    /// the last one byte for byte; whatever a host sends next (the history
+    /// grown, re-sent, edited, cut short, re-spaced, with a new system
+    /// prompt, a repeated element, its own note between, only new turns,
+    /// opaque parts refused),
+    /// it answers as a fresh kernel reading everything would, and leaves the
+    /// same session.
+    #[test]
+    fn a_loaded_kernel_answers_every_resent_history_as_a_fresh_one(
+        exchanges in prop::collection::vec((0u8..3, 0u8..3, any::<bool>(), "[a-zA-Z0-9 é☕]{1,12}", json_object()), 1..6),
+        steps in prop::collection::vec((0u8..13, 0u8..8), 1..14),
+        system in any::<bool>(),
+    ) {
+        let chat_turns: Vec<(u8, u8, String)> = exchanges.iter().map(|(s, c, _, t, _)| (*s + 1, *c, t.clone())).collect();
+        let mut chat = chat_transcript(&chat_turns);
+        let mut anthropic = anthropic_transcript(&exchanges);
+        let mut responses = responses_transcript(&exchanges);
+        if system {
+            chat["messages"].as_array_mut().unwrap().insert(0, json!({"role": "system", "content": "Be brief."}));
+            anthropic["system"] = json!("Be brief.");
+            responses["instructions"] = json!("Be brief.");
+            responses["input"].as_array_mut().unwrap().insert(0, json!({"role": "developer", "content": "Cite."}));
+        }
+        for (format, full) in [("openai-chat", chat), ("anthropic-messages", anthropic), ("openai-responses", responses)] {
+            let key = if format == "openai-responses" { "input" } else { "messages" };
+            let len = full[key].as_array().unwrap().len();
+            let (mut warm_store, mut cold_store) = (MemStore::default(), MemStore::default());
+            let mut warm = Kernel::default();
+            let mut sent = 0usize;
+            for &(op, arg) in &steps {
+                let seq = head(&mut cold_store)["seq"].as_u64().unwrap_or(0);
+                let mut request = json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": seq}, "format": format, "now": NOW,
+                    "sensitivity": "internal", "allowedSinks": ["model:*"]});
+                let mut grown = sent;
+                let text = match op {
+                    0..=3 => {
+                        grown = (sent + usize::from(arg % 4)).min(len);
+                        cut(format, &full, grown).to_string()
+                    }
+                    4 => cut(format, &full, sent).to_string(),
+                    5 => {
+                        let mut body = cut(format, &full, sent);
+                        if sent > 0 {
+                            edit_text(&mut body[key][usize::from(arg) % sent]);
+                        }
+                        body.to_string()
+                    }
+                    6 => cut(format, &full, sent.saturating_sub(1 + usize::from(arg % 3))).to_string(),
+                    7 => {
+                        grown = (sent + 1 + usize::from(arg % 3)).min(len);
+                        let mut body = full.clone();
+                        let items: Vec<Value> = full[key].as_array().unwrap()[sent..grown].to_vec();
+                        body[key] = Value::Array(items);
+                        request["history"] = json!("new");
+                        body.to_string()
+                    }
+                    8 => {
+                        let mut note = Conv::new();
+                        note.push("message", "a host note", json!({"role": "user", "sourceRef": {"kind": "host", "id": "h", "seq": 1}}));
+                        let append = json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "expectedHead": {"seq": seq}, "items": note.items}).to_string();
+                        let a = warm.call(&mut warm_store, Command::AppendEvents, &append).map_err(|e| format!("{e:?}"));
+                        let b = Kernel::default().call(&mut cold_store, Command::AppendEvents, &append).map_err(|e| format!("{e:?}"));
+                        prop_assert_eq!(a, b);
+                        continue;
+                    }
+                    9 => serde_json::to_string_pretty(&cut(format, &full, sent)).unwrap(),
+                    10 => {
+                        request["opaqueParts"] = json!("refuse");
+                        cut(format, &full, sent).to_string()
+                    }
+                    11 => {
+                        let mut body = cut(format, &full, sent);
+                        let prompt = json!(format!("Be brief {arg}."));
+                        match format {
+                            "anthropic-messages" => body["system"] = prompt,
+                            "openai-responses" => body["instructions"] = prompt,
+                            _ if sent > 0 && body[key][0]["role"] == "system" => body[key][0]["content"] = prompt,
+                            _ => {}
+                        }
+                        body.to_string()
+                    }
+                    _ => {
+                        let mut body = cut(format, &full, sent);
+                        if sent > 0 {
+                            let again = body[key][usize::from(arg) % sent].clone();
+                            body[key].as_array_mut().unwrap().push(again);
+                        }
+                        body.to_string()
+                    }
+                };
+                let request = request.to_string().replacen('{', &format!("{{\"transcript\":{text},"), 1);
+                let a = warm.call(&mut warm_store, Command::ImportMessages, &request).map_err(|e| format!("{e:?}"));
+                let b = Kernel::default().call(&mut cold_store, Command::ImportMessages, &request).map_err(|e| format!("{e:?}"));
+                prop_assert_eq!(&a, &b, "{} step {} {}", format, op, arg);
+                if a.is_ok() && (op <= 3 || op == 7) {
+                    sent = grown;
+                }
+            }
+            let read = json!({"schemaVersion": 1, "sessionId": "s", "limit": 10_000}).to_string();
+            let a = warm.call(&mut warm_store, Command::ReadEvents, &read).map_err(|e| format!("{e:?}"));
+            let b = Kernel::default().call(&mut cold_store, Command::ReadEvents, &read).map_err(|e| format!("{e:?}"));
+            prop_assert_eq!(a, b, "{}", format);
+        }
+    }
+}

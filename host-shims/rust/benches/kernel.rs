@@ -367,67 +367,115 @@ fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
     out
 }
 
-/// A Chat transcript of `n` messages: user turns, answers, parallel calls and their results.
-fn chat_transcript(n: usize) -> Value {
-    let mut messages = Vec::with_capacity(n);
+/// A transcript of about `n` messages in `format`: user turns, answers,
+/// parallel calls and their results, the same conversation in each format.
+fn transcript(format: &str, n: usize) -> Value {
+    let mut out = Vec::with_capacity(n);
     let mut i = 0;
-    while messages.len() < n {
-        match i % 5 {
-            0 => messages.push(json!({"role": "user", "content": words(15 + (i * 13) % 90, i)})),
-            1 => {
-                let calls: Vec<Value> = ["a", "b"].iter().map(|k| json!({"id": format!("call_{i}{k}"), "type": "function",
-                    "function": {"name": "grep", "arguments": format!("{{\"pattern\": \"{}\"}}", words(2, i))}})).collect();
-                messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+    // Each exchange is five messages; it ends on an answer, never inside a call's results.
+    while out.len() + 5 <= n {
+        let ids = [format!("call_{i}a"), format!("call_{i}b")];
+        let (ask, results, answer) = (words(15 + (i * 13) % 90, i), [words(60 + (i * 31) % 300, i), words(60 + (i * 17) % 300, i + 1)], words(20 + (i * 7) % 120, i));
+        let arguments = |k: usize| format!("{{\"pattern\": \"{}\"}}", words(2, i + k));
+        match format {
+            "openai-chat" => {
+                out.push(json!({"role": "user", "content": ask}));
+                let calls: Vec<Value> = (0..2).map(|k| json!({"id": ids[k], "type": "function", "function": {"name": "grep", "arguments": arguments(k)}})).collect();
+                out.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+                out.extend((0..2).map(|k| json!({"role": "tool", "tool_call_id": ids[k], "content": results[k]})));
+                out.push(json!({"role": "assistant", "content": answer}));
             }
-            2 | 3 => {
-                let k = if i % 5 == 2 { "a" } else { "b" };
-                messages.push(json!({"role": "tool", "tool_call_id": format!("call_{}{k}", i - i % 5 + 1), "content": words(60 + (i * 31) % 300, i)}));
+            "openai-responses" => {
+                out.push(json!({"role": "user", "content": [{"type": "input_text", "text": ask}]}));
+                out.extend((0..2).map(|k| json!({"type": "function_call", "id": format!("fc_{i}{k}"), "call_id": ids[k], "name": "grep", "arguments": arguments(k)})));
+                out.extend((0..2).map(|k| json!({"type": "function_call_output", "call_id": ids[k], "output": results[k]})));
+                out.push(json!({"type": "message", "role": "assistant", "id": format!("msg_{i}"), "status": "completed",
+                    "content": [{"type": "output_text", "text": answer, "annotations": []}]}));
             }
-            _ => messages.push(json!({"role": "assistant", "content": words(20 + (i * 7) % 120, i)})),
+            _ => {
+                out.push(json!({"role": "user", "content": ask}));
+                let uses: Vec<Value> = (0..2).map(|k| json!({"type": "tool_use", "id": ids[k], "name": "grep", "input": {"pattern": words(2, i + k)}})).collect();
+                out.push(json!({"role": "assistant", "content": uses}));
+                let answers: Vec<Value> = (0..2).map(|k| json!({"type": "tool_result", "tool_use_id": ids[k], "content": results[k]})).collect();
+                out.push(json!({"role": "user", "content": answers}));
+                out.push(json!({"role": "assistant", "content": [{"type": "text", "text": answer}]}));
+            }
         }
         i += 1;
     }
-    // End on a complete turn: never inside a call's results.
-    while messages.last().is_some_and(|m| m["role"] != "user" && m["role"] != "assistant" || m.get("tool_calls").is_some()) {
-        messages.pop();
+    match format {
+        "openai-chat" => json!({"messages": out, "tools": [{"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]}),
+        "openai-responses" => json!({"input": out, "tools": [{"type": "function", "name": "grep", "parameters": {"type": "object"}}]}),
+        _ => json!({"messages": out, "tools": [{"name": "grep", "input_schema": {"type": "object"}}]}),
     }
-    json!({"messages": messages, "tools": [{"type": "function", "function": {"name": "grep", "parameters": {"type": "object"}}}]})
 }
 
-fn import_request(transcript: &Value) -> String {
-    json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": 0}, "format": "openai-chat", "now": NOW,
+fn import_request(format: &str, transcript: &Value) -> String {
+    json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": 0}, "format": format, "now": NOW,
         "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": transcript})
     .to_string()
 }
 
+/// The same request with `expectedHead` at `seq`.
+fn at_head(request: &str, seq: u64) -> String {
+    request.replacen(r#""expectedHead":{"seq":0}"#, &format!(r#""expectedHead":{{"seq":{seq}}}"#), 1)
+}
+
 fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
     let mut rows = Vec::new();
-    let transcript = chat_transcript(2_000);
-    let import = import_request(&transcript);
-    let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
-        kernel.call(store, ctxkernel::Command::ImportMessages, &import).unwrap();
-    });
-    let mut peak = 0;
-    let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
-        kernel.call("import-messages", &import).unwrap();
-        peak = peak.max(kernel.peak_memory_bytes());
-    });
-    rows.push(("import a 2 000-message Chat transcript".to_string(), import.len(), n, Stats { peak_bytes: peak, ..c }));
-    // The same history again, as a host re-sending it each turn: nothing is appended.
-    let mut store = ctxkernel::store::MemStore::default();
-    let mut native_kernel = ctxkernel::Kernel::default();
-    native_kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
-    let (p50_ms, p95_ms) = measure(50, || {
+    for format in ["openai-chat", "openai-responses", "anthropic-messages"] {
+        let whole = transcript(format, 2_000);
+        let import = import_request(format, &whole);
+        let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
+            kernel.call(store, ctxkernel::Command::ImportMessages, &import).unwrap();
+        });
+        let mut peak = 0;
+        let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
+            kernel.call("import-messages", &import).unwrap();
+            peak = peak.max(kernel.peak_memory_bytes());
+        });
+        rows.push((format!("import a 2 000-message `{format}` transcript"), import.len(), n, Stats { peak_bytes: peak, ..c }));
+
+        // The same history again, as a host re-sending it each turn: nothing is appended.
+        let mut store = ctxkernel::store::MemStore::default();
+        let mut native_kernel = ctxkernel::Kernel::default();
         native_kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
-    });
-    let n = Stats { p50_ms, p95_ms, peak_bytes: 0 };
-    let mut component_kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
-    component_kernel.call("import-messages", &import).unwrap();
-    let (p50_ms, p95_ms) = measure(50, || {
+        let (p50_ms, p95_ms) = measure(50, || {
+            native_kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
+        });
+        let n = Stats { p50_ms, p95_ms, peak_bytes: 0 };
+        let mut component_kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
         component_kernel.call("import-messages", &import).unwrap();
-    });
-    let c = Stats { p50_ms, p95_ms, peak_bytes: component_kernel.peak_memory_bytes() };
-    rows.push(("re-import the unchanged 2 000-message history".to_string(), import.len(), n, c));
+        let (p50_ms, p95_ms) = measure(50, || {
+            component_kernel.call("import-messages", &import).unwrap();
+        });
+        let c = Stats { p50_ms, p95_ms, peak_bytes: component_kernel.peak_memory_bytes() };
+        rows.push((format!("re-import the unchanged `{format}` history"), import.len(), n, c));
+
+        // A turn later: the history grown by one exchange, after the host re-sent it once.
+        let (shorter, longer) = (transcript(format, 1_995), whole);
+        let before = import_request(format, &shorter);
+        let first = ctxkernel::Kernel::default().call(&mut ctxkernel::store::MemStore::default(), ctxkernel::Command::ImportMessages, &before).unwrap();
+        let seq = serde_json::from_str::<Value>(&first).unwrap()["head"]["seq"].as_u64().unwrap();
+        let grown = at_head(&import_request(format, &longer), seq);
+        let n = fresh(20, || {
+            let (mut store, mut kernel) = (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default());
+            kernel.call(&mut store, ctxkernel::Command::ImportMessages, &before).unwrap();
+            kernel.call(&mut store, ctxkernel::Command::ImportMessages, &at_head(&before, seq)).unwrap();
+            (store, kernel)
+        }, |(store, kernel)| {
+            kernel.call(store, ctxkernel::Command::ImportMessages, &grown).unwrap();
+        });
+        let c = fresh(20, || {
+            let mut kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
+            kernel.call("import-messages", &before).unwrap();
+            kernel.call("import-messages", &at_head(&before, seq)).unwrap();
+            kernel
+        }, |kernel| {
+            kernel.call("import-messages", &grown).unwrap();
+        });
+        rows.push((format!("re-import the `{format}` history grown by one exchange"), grown.len(), n, c));
+    }
 
     let items = session_items(10_000);
     let mut setup = append_requests(&items);

@@ -54,6 +54,15 @@ impl Format {
         }
     }
 
+    /// The body's field holding the conversation.
+    pub fn conversation(self) -> &'static str {
+        match self {
+            Format::OpenaiChat | Format::AnthropicMessages => "messages",
+            Format::OpenaiResponses => "input",
+            Format::Neutral => "turns",
+        }
+    }
+
     /// Whether the kernel reads blocks, parts or items of this `type` in
     /// this format: an opaque part never holds one.
     pub fn reads(self, kind: &str) -> bool {

@@ -7,6 +7,7 @@ use crate::store::Db;
 use crate::tokens;
 use serde_json::json;
 use serde_json::value::RawValue;
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -19,16 +20,15 @@ pub struct SessionLog {
     pub items: Vec<Candidate>,
     pub compactions: Vec<(u64, Rc<CompactionRecord>)>,
     pub tables: LogTables,
-    /// The turns earlier imports appended (seq, identity), and how many
-    /// items they were read from: `import-messages` fills it as the log
-    /// grows and compares each re-sent history against it.
-    pub imported_turns: RefCell<(usize, Vec<(u64, String)>)>,
+    /// What a command above keeps with the log between calls (what
+    /// `import-messages` has read of it); never authority.
+    pub memo: RefCell<Option<Box<dyn Any>>>,
 }
 
 impl SessionLog {
     /// A session with no events yet.
     pub fn new(id: &str) -> Result<SessionLog> {
-        Ok(SessionLog { head: genesis(id)?, items: Vec::new(), compactions: Vec::new(), tables: LogTables::default(), imported_turns: RefCell::default() })
+        Ok(SessionLog { head: genesis(id)?, items: Vec::new(), compactions: Vec::new(), tables: LogTables::default(), memo: RefCell::default() })
     }
 
     /// Reads the events after this log's head up to `head`, checking that
@@ -72,7 +72,7 @@ impl SessionLog {
             items: self.items.iter().filter(|c| c.seq.unwrap_or(0) <= head.seq).cloned().collect(),
             compactions: self.compactions.iter().filter(|(seq, _)| *seq <= head.seq).cloned().collect(),
             tables: self.tables.clone(),
-            imported_turns: RefCell::default(),
+            memo: RefCell::default(),
         }
     }
 

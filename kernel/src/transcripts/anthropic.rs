@@ -25,8 +25,7 @@ const FORMAT: Format = Format::AnthropicMessages;
 
 /// Reads a body; `strict` reads it as a request and adds the rules the
 /// Messages API enforces on one.
-pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
-    let mut r = Reading::default();
+pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
     let Some(top) = r.object(body, "$") else { return r };
     r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
     if let Some(system) = top.get("system").filter(|s| !s.is_null()) {
@@ -34,8 +33,11 @@ pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
     }
     let Some(messages) = r.field(top, "$", "messages") else { return r };
     let Some(messages) = r.array(messages, "messages") else { return r };
-    for (i, message) in messages.iter().enumerate() {
+    r.open_conversation();
+    let skipped = r.gap.elements.clone();
+    for (i, message) in messages.iter().enumerate().filter(|(i, _)| !skipped.contains(i)) {
         read_message(&mut r, message, &format!("messages[{i}]"));
+        r.rest(i);
     }
     check_pairing(&mut r, known);
     tools(&mut r, top, strict);
@@ -158,18 +160,13 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
     false
 }
 
-/// Each `tool_use` block's `input`, by call id, as JSON text every host
-/// gives alike: members in bytewise order and strings written one way (a
-/// JavaScript host orders integer-like keys first, a Python host may
-/// escape what another writes raw), each number as the provider spelled it
-/// (a 20-digit id, `1.0`), which a map of floats would change. Empty when
-/// the text has no `messages` array of objects (the reader says why).
-pub fn inputs(text: &str) -> BTreeMap<String, String> {
-    #[derive(Deserialize)]
-    struct Body<'a> {
-        #[serde(borrow)]
-        messages: Vec<&'a RawValue>,
-    }
+/// Each `tool_use` block's `input` in `messages` (as their text came), by
+/// call id, as JSON text every host gives alike: members in bytewise order
+/// and strings written one way (a JavaScript host orders integer-like keys
+/// first, a Python host may escape what another writes raw), each number as
+/// the provider spelled it (a 20-digit id, `1.0`), which a map of floats
+/// would change. A message that is no object lends nothing (the reader says why).
+pub fn inputs(messages: &[&RawValue]) -> BTreeMap<String, String> {
     #[derive(Deserialize)]
     struct Message<'a> {
         #[serde(default)]
@@ -189,8 +186,7 @@ pub fn inputs(text: &str) -> BTreeMap<String, String> {
     // Only an assistant message's tool_use blocks, each read on its own: a
     // block of another kind, in another message, or that reads otherwise,
     // lends no call its input.
-    let Ok(body) = serde_json::from_str::<Body>(text) else { return BTreeMap::new() };
-    let messages = body.messages.iter().filter_map(|m| serde_json::from_str::<Message>(m.get()).ok());
+    let messages = messages.iter().filter_map(|m| serde_json::from_str::<Message>(m.get()).ok());
     let assistant = messages.filter(|m| m.role.as_deref() == Some("assistant")).filter_map(|m| m.content);
     let blocks = assistant.filter_map(|c| serde_json::from_str::<Vec<&RawValue>>(c.get()).ok()).flatten();
     let uses = blocks.filter_map(|b| serde_json::from_str::<Block>(b.get()).ok()).filter(|b| b.kind.as_deref() == Some("tool_use"));

@@ -18,12 +18,13 @@
 //! appended only when they differ from the current ones, which they then
 //! supersede. Its tool definitions become `tool-schema` items the same way.
 
-use super::turns::{Format, Reading, Speaker, Turn, Violation};
-use crate::canonical::{self, Timestamp};
+use super::held::{self, Divergence};
+use super::turns::{Format, Gap, Reading, Speaker, Turn, Violation};
+use crate::canonical::Timestamp;
 use crate::content::{self, Excerpt};
 use crate::contracts::{
     check_id, check_scope, check_sinks, check_version, Anchor, ContextItem, ExpectedHead, Head, ItemKind, Origin, Part, PartKind, Provenance,
-    ProviderFields, Role, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, ToolCall, ToolDefinition, ToolOutcome, ToolResult, Trust,
+    Role, Scope, Sensitivity, SinkPolicy, SourceKind, SourceRef, ToolDefinition, ToolResult, Trust,
 };
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::session::{self, Appended, AppendEventsRequest, SessionLog};
@@ -31,7 +32,6 @@ use crate::store::Db;
 use base64::Engine;
 use serde_json::json;
 use serde_json::value::RawValue;
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 fn session_scope() -> Scope {
@@ -186,18 +186,26 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     }
     let known: BTreeSet<String> =
         log.items.iter().flat_map(|c| c.item.tool_calls.iter().map(|call| call.call_id.clone())).collect();
-    let mut reading = super::read_text(request.format, request.transcript.get(), &known)?;
-    if reading.turns.len() > MAX_TURNS {
-        return Err(KernelError::limit(format!("the transcript has {} turns; the ceiling is {MAX_TURNS}", reading.turns.len())));
-    }
-    let payloads = decode_blobs(&mut reading);
-    if request.opaque_parts == OpaqueParts::Refuse {
-        refuse_opaque(&mut reading);
-    }
-    if !reading.violations.is_empty() {
-        return Err(Violation::refuse("the transcript is not valid", &reading.violations));
-    }
-    let (planned, forked_from) = match plan(log, &request, &request.session_id, scope_id.clone(), &reading, &payloads)? {
+    let text = request.transcript.get();
+    let transcript = super::Transcript::split(request.format, text);
+    let ends = transcript.as_ref().and_then(super::Transcript::ends);
+    let gap = match (&ends, request.history) {
+        (Some(ends), History::Whole) => held::gap(log, request.format, request.opaque_parts, text, ends),
+        _ => Gap::default(),
+    };
+    let skipping = !gap.elements.is_empty();
+    let attempt = |gap: Gap| -> Result<(Read, std::result::Result<Planned, Divergence>)> {
+        let read = read(&request, transcript.as_ref(), &known, gap)?;
+        let planned = plan(log, &request, &request.session_id, scope_id.clone(), &read.reading)?;
+        Ok((read, planned))
+    };
+    let (read, planned) = match attempt(gap) {
+        Ok((read, Ok(planned))) => (read, Ok(planned)),
+        // A refusal or a fork names what a skipped gap would leave out: read in full.
+        _ if skipping => attempt(Gap::default())?,
+        other => other?,
+    };
+    let (planned, forked_from) = match planned {
         Ok(planned) => (planned, None),
         Err(diverged) => {
             let Some(target) = request.fork_to.as_deref() else { return Err(diverged.conflict()) };
@@ -211,7 +219,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
             let prefix = log.at(&Head { digest: String::new(), seq: diverged.cut - 1 });
             // New items of a session's own scope belong to the fork.
             let scope_id = if request.scope == Scope::Session && request.scope_id.is_none() { Some(target.to_string()) } else { scope_id };
-            let Ok(mut planned) = plan(&prefix, &request, target, scope_id, &reading, &payloads)? else { return Err(diverged.conflict()) };
+            let Ok(mut planned) = plan(&prefix, &request, target, scope_id, &read.reading)? else { return Err(diverged.conflict()) };
             if planned.items.is_empty() && prefix.items.is_empty() {
                 return Err(KernelError::new(ErrorCode::Conflict, "forkTo: the branch would hold nothing: the transcript shares no turn with the session and adds none")
                     .with_detail(json!({"path": "forkTo"})));
@@ -226,9 +234,15 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
                 )));
             }
             planned.copied = copied.len();
-            planned.payloads.splice(0..0, copied.iter().map(|_| &NONE));
+            planned.payloads.splice(0..0, copied.iter().map(|_| None));
             planned.items.splice(0..0, copied);
             (planned, Some(ForkPoint { seq: prefix.head.seq, session_id: request.session_id.clone() }))
+        }
+    };
+    // A whole history the session now holds all of: the next one re-sent skips what it shares.
+    let remember = |head: &Head| {
+        if let (Some(ends), History::Whole, None) = (&ends, request.history, &forked_from) {
+            held::remember(log, head, request.format, request.opaque_parts, text, &read.reading, ends);
         }
     };
     let Planned { mut items, payloads: blobs, skipped, copied } = planned;
@@ -237,6 +251,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
         None => request.session_id.clone(),
     };
     if items.is_empty() {
+        remember(&log.head);
         return Ok(ImportResponse {
             appended: Vec::new(),
             blobs: Vec::new(),
@@ -249,6 +264,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
         });
     }
     for (item, payloads) in items.iter_mut().zip(blobs) {
+        let payloads = payloads.map_or(&[][..], |k| &read.payloads[k]);
         store_parts(db, item, payloads, &request.now)?;
     }
     // Parts worth telling the host of, by item; ids are known once appended.
@@ -266,6 +282,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     let expected_head = if forked_from.is_some() { ExpectedHead { digest: None, seq: 0 } } else { request.expected_head.clone() };
     let appended =
         session::append(db, AppendEventsRequest { expected_head, items, now: request.now.clone(), schema_version: 1, session_id: session_id.clone() })?;
+    remember(&appended.head);
     let (mut blobs, mut opaque) = (Vec::new(), Vec::new());
     for (i, part, digest, block_type) in noted {
         let item_id = appended.appended[i].item_id.clone();
@@ -277,11 +294,38 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     Ok(ImportResponse { appended: appended.appended, blobs, forked_from, head: appended.head, opaque, schema_version: 1, session_id, skipped })
 }
 
+/// A transcript as an import reads it: its turns (a gap's left out) and
+/// each turn's base64 payloads, decoded (part index, bytes).
+struct Read {
+    reading: Reading,
+    payloads: Vec<Vec<(usize, Vec<u8>)>>,
+}
+
+/// Reads and checks the transcript, skipping `gap`.
+fn read(request: &ImportRequest, transcript: Option<&super::Transcript>, known: &BTreeSet<String>, gap: Gap) -> Result<Read> {
+    let mut reading = match transcript {
+        Some(transcript) => transcript.read(request.format, known, gap)?,
+        None => super::read_value(request.format, request.transcript.get(), known)?,
+    };
+    let turns = reading.turns.len() + reading.gap.turns;
+    if turns > MAX_TURNS {
+        return Err(KernelError::limit(format!("the transcript has {turns} turns; the ceiling is {MAX_TURNS}")));
+    }
+    let payloads = decode_blobs(&mut reading);
+    if request.opaque_parts == OpaqueParts::Refuse {
+        refuse_opaque(&mut reading);
+    }
+    if !reading.violations.is_empty() {
+        return Err(Violation::refuse("the transcript is not valid", &reading.violations));
+    }
+    Ok(Read { reading, payloads })
+}
+
 /// What an import appends to a session whose log is `log`.
-struct Planned<'p> {
+struct Planned {
     items: Vec<ContextItem>,
-    /// Each item's base64 payloads, decoded (part index, bytes).
-    payloads: Vec<&'p Vec<(usize, Vec<u8>)>>,
+    /// Each item's turn in the reading, for its decoded payloads.
+    payloads: Vec<Option<usize>>,
     /// Turns (and tool definitions) the session already held.
     skipped: u64,
     /// How many leading items a fork copied from its source.
@@ -290,16 +334,18 @@ struct Planned<'p> {
 
 /// The items a transcript adds to `log` (of session `session_id`), or where
 /// its whole history differs from the log's.
-fn plan<'p>(
-    log: &SessionLog,
-    request: &ImportRequest,
-    session_id: &str,
-    scope_id: Option<String>,
-    reading: &Reading,
-    payloads: &'p [Vec<(usize, Vec<u8>)>],
-) -> Result<std::result::Result<Planned<'p>, Divergence>> {
+fn plan(log: &SessionLog, request: &ImportRequest, session_id: &str, scope_id: Option<String>, reading: &Reading) -> Result<std::result::Result<Planned, Divergence>> {
     let base = Base { request, session_id, scope_id, next_seq: log.head.seq + 1 };
-    let leading = reading.turns.iter().take_while(|t| t.speaker.instructs()).count();
+    let mut leading = reading.turns.iter().take_while(|t| t.speaker.instructs()).count();
+    // Turns the reading skipped: the session's, after its instructions.
+    let hidden = reading.gap.turns;
+    if hidden > 0 {
+        let at = reading.gap_at();
+        if leading < at {
+            return Err(KernelError::internal("a skipped gap follows a turn that is no instruction"));
+        }
+        leading = at;
+    }
     let mut planned = Planned { items: Vec::new(), payloads: Vec::new(), skipped: 0, copied: 0 };
 
     let instructions: Vec<ContextItem> = reading.turns[..leading].iter().map(|t| base.instruction(t, request.format)).collect();
@@ -307,7 +353,7 @@ fn plan<'p>(
         planned.skipped += instructions.len() as u64;
     } else {
         for (k, item) in instructions.into_iter().enumerate() {
-            planned.payloads.push(&payloads[k]);
+            planned.payloads.push(Some(k));
             planned.items.push(item);
         }
     }
@@ -317,7 +363,7 @@ fn plan<'p>(
         if current == Some(tool) {
             planned.skipped += 1;
         } else {
-            planned.payloads.push(&NONE);
+            planned.payloads.push(None);
             planned.items.push(base.tool(tool.clone()));
         }
     }
@@ -325,17 +371,19 @@ fn plan<'p>(
     let turns = &reading.turns[leading..];
     let held_turns = match request.history {
         History::New => 0,
-        History::Whole => match held(log, turns) {
+        History::Whole => match held::held(log, turns, hidden) {
             Ok(held) => held,
             Err(diverged) => return Ok(Err(diverged)),
         },
     };
     planned.skipped += held_turns as u64;
+    // The turns read that the session does not hold yet.
+    let new = held_turns.saturating_sub(hidden);
     // Calls and results against this log (a fork's is shorter than the
     // session the transcript was read against): no call id made twice, no
     // result for a call the log and the turns before it never made.
     let mut known: BTreeSet<&str> = log.items.iter().flat_map(|c| c.item.tool_calls.iter().map(|call| call.call_id.as_str())).collect();
-    for turn in &turns[held_turns..] {
+    for turn in &turns[new..] {
         let broken = match (turn.calls.iter().find(|c| known.contains(c.call_id.as_str())), &turn.result) {
             (Some(call), _) => Some(("duplicate-call-id", format!("call id `{}` was already used by an earlier call of this session", call.call_id))),
             (None, Some((id, _))) if !known.contains(id.as_str()) => Some(("result-without-call", format!("the result for `{id}` answers no call made before it"))),
@@ -347,39 +395,11 @@ fn plan<'p>(
         known.extend(turn.calls.iter().map(|c| c.call_id.as_str()));
     }
     // Only what follows the held turns becomes items.
-    for (k, turn) in turns.iter().enumerate().skip(held_turns) {
-        planned.payloads.push(&payloads[leading + k]);
+    for (k, turn) in turns.iter().enumerate().skip(new) {
+        planned.payloads.push(Some(leading + k));
         planned.items.push(base.item(turn));
     }
     Ok(Ok(planned))
-}
-
-/// Where a whole history parts from the session's: the first turn that
-/// differs (or the last one, when the history is cut short).
-struct Divergence {
-    why: &'static str,
-    path: String,
-    turn: usize,
-    turns: usize,
-    held: usize,
-    /// The seq of the session's first turn the transcript does not hold:
-    /// a fork keeps the events before it.
-    cut: u64,
-}
-
-impl Divergence {
-    fn conflict(&self) -> KernelError {
-        let (why, path, turn, held) = (self.why, &self.path, self.turn, self.held);
-        KernelError::new(
-            ErrorCode::Conflict,
-            format!(
-                "the transcript's conversation {why} `{path}` (turn {turn} of {}), while the session holds {held} turns: a whole history starts with \
-                 what the session holds; a host sending only new turns says `history: new`, and one that edited the history may start `forkTo`",
-                self.turns
-            ),
-        )
-        .with_detail(json!({"path": path, "turn": turn, "held": held}))
-    }
 }
 
 /// An opaque part's block type.
@@ -400,8 +420,6 @@ fn refuse_opaque(reading: &mut Reading) {
         reading.fail(path, "opaque-part", message);
     }
 }
-
-static NONE: Vec<(usize, Vec<u8>)> = Vec::new();
 
 /// Decodes every turn's base64 payloads (part index, bytes), reading each
 /// image's pixel size; a payload that is not base64 is a violation.
@@ -557,146 +575,7 @@ fn current_instructions(log: &SessionLog) -> Vec<ContextItem> {
 }
 
 fn same(a: &[ContextItem], b: &[ContextItem]) -> bool {
-    let ids = |items: &[ContextItem]| items.iter().map(|i| (i.role, instruction_identity(i))).collect::<Vec<_>>();
+    let ids = |items: &[ContextItem]| items.iter().map(|i| (i.role, held::instruction_identity(i))).collect::<Vec<_>>();
     a.len() == b.len() && ids(a) == ids(b)
 }
 
-fn instruction_identity(item: &ContextItem) -> Option<String> {
-    canonical::digest_value(&(item.content.as_deref().map_or_else(|| item.parts_text(), str::to_string), parts_identity(&item.parts))).ok()
-}
-
-/// What makes two conversational turns the same, read alike from a stored
-/// item and from a transcript's turn (as the item it would become).
-struct Identity<'a> {
-    speaker: &'static str,
-    text: Cow<'a, str>,
-    parts: &'a [Part],
-    calls: &'a [ToolCall],
-    result: Option<(&'a str, ToolOutcome)>,
-    fields: Option<&'a ProviderFields>,
-}
-
-impl<'a> Identity<'a> {
-    /// A stored item's; none for what is no conversational turn.
-    fn of_item(item: &'a ContextItem) -> Option<Self> {
-        let speaker = match (item.kind, item.role, &item.tool_result) {
-            (ItemKind::Message, Some(role), _) => match role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                Role::System => "system",
-                Role::Developer => "developer",
-            },
-            (ItemKind::ToolEvidence, _, Some(_)) => "tool",
-            _ => return None,
-        };
-        let text = match (&item.content, &item.content_ref) {
-            (Some(text), _) => Cow::Borrowed(text.as_str()),
-            (None, Some(reference)) => Cow::Borrowed(reference.digest.as_str()),
-            (None, None) => Cow::Owned(item.parts_text()),
-        };
-        let result = item.tool_result.as_ref().map(|r| (r.call_id.as_str(), r.outcome));
-        Some(Identity { speaker, text, parts: &item.parts, calls: &item.tool_calls, result, fields: item.provider_fields.as_ref() })
-    }
-
-    fn of_turn(turn: &'a Turn) -> Self {
-        let text = match turn.parts.is_empty() {
-            true => Cow::Borrowed(turn.text.as_str()),
-            false => Cow::Owned(crate::contracts::text_of(&turn.parts)),
-        };
-        let result = turn.result.as_ref().map(|(id, outcome)| (id.as_str(), *outcome));
-        Identity { speaker: turn.speaker.name(), text, parts: &turn.parts, calls: &turn.calls, result, fields: turn.provider_fields.as_ref() }
-    }
-
-    fn digest(&self) -> Option<String> {
-        // Text alone is the same turn however it is split into parts (`"hi"`,
-        // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
-        let parts = parts_identity(self.parts);
-        let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
-        let calls: Vec<(&str, &str, Option<String>)> =
-            self.calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity))).collect();
-        // An answer given without content says it in the provider's own fields.
-        let answer = self.fields.map(|f| (f.fields.get("refusal"), f.fields.get("audio"))).filter(|(r, a)| r.is_some() || a.is_some());
-        canonical::digest_value(&(self.speaker, &self.text, parts, calls, self.result, answer)).ok()
-    }
-}
-
-/// Arguments as JSON values, so the spacing, member order and number
-/// spelling (`1.0`, `1`) a host's JSON writer changes between turns are the
-/// same call; text that is not JSON, as it is.
-fn arguments_identity(arguments: &str) -> String {
-    let value = serde_json::from_str::<serde_json::Value>(arguments).ok().map(integral);
-    value.and_then(|v| canonical::to_string(&v).ok()).unwrap_or_else(|| arguments.to_string())
-}
-
-/// A value with each integral float (`1.0`, `1e2`, `-0.0`) as its integer.
-fn integral(value: serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match value {
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() <= crate::wire::MAX_SAFE_INTEGER as f64 => Value::from(f as i64),
-            _ => Value::Number(n),
-        },
-        Value::Array(items) => Value::Array(items.into_iter().map(integral).collect()),
-        Value::Object(members) => Value::Object(members.into_iter().map(|(k, v)| (k, integral(v))).collect()),
-        other => other,
-    }
-}
-
-/// The parts a provider sends back unchanged: not thinking or reasoning,
-/// which providers and hosts may strip from earlier turns; binary and
-/// opaque parts by digest. The provider's own fields are left out: a
-/// status, say, changes as a turn completes.
-fn parts_identity(parts: &[Part]) -> Vec<(&'static str, Option<&str>, Option<&str>, Option<String>)> {
-    let digest = |p: &Part| match (&p.content_ref, &p.provider_fields) {
-        (Some(reference), _) => Some(reference.digest.clone()),
-        // As a host may send it again: with or without its nulls and cache breakpoint.
-        (None, Some(fields)) if p.kind == PartKind::Opaque => canonical::digest_value(&unnulled(&fields.fields)).ok(),
-        _ => None,
-    };
-    parts
-        .iter()
-        .filter(|p| !matches!(p.kind, PartKind::Thinking | PartKind::RedactedThinking | PartKind::Reasoning))
-        .map(|p| (p.kind_name(), p.text.as_deref(), p.url.as_deref(), digest(p)))
-        .collect()
-}
-
-/// A block without its `cache_control` and without null members, at any depth.
-fn unnulled(fields: &serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
-    use serde_json::Value;
-    fn value(v: &Value) -> Value {
-        match v {
-            Value::Object(map) => Value::Object(map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), value(v))).collect()),
-            Value::Array(items) => Value::Array(items.iter().map(value).collect()),
-            other => other.clone(),
-        }
-    }
-    let mut block = fields.clone();
-    block.remove("cache_control");
-    value(&Value::Object(block))
-}
-
-/// How many of the transcript's turns the session holds, when the
-/// transcript is the whole conversation: all the session imported, which
-/// must be where the transcript starts. A turn that differs before the session's
-/// end, or a transcript that stops short of it, is a conflict naming the
-/// first turn that does not match.
-fn held(log: &SessionLog, turns: &[Turn]) -> std::result::Result<usize, Divergence> {
-    // What earlier imports appended: the host's own records (an approval
-    // asked through `append-events`, a note) are no turn of its transcript.
-    // Read once per item: the log keeps them, with their seqs, for the next call.
-    let mut memo = log.imported_turns.borrow_mut();
-    let (read, had) = &mut *memo;
-    let imported = log.items[*read..].iter().filter(|c| c.item.source_ref.kind == SourceKind::Import);
-    had.extend(imported.filter_map(|c| Some((c.seq?, Identity::of_item(&c.item)?.digest()?))));
-    *read = log.items.len();
-    for (turn, (seq, stored)) in had.iter().enumerate() {
-        // A turn that differs is named; a history cut short, by its last turn.
-        let (why, path) = match turns.get(turn) {
-            None => ("ends after", turns.last().map_or("$", |t| t.path.as_str())),
-            Some(t) if Identity::of_turn(t).digest().as_ref() != Some(stored) => ("differs from the session's at", t.path.as_str()),
-            Some(_) => continue,
-        };
-        return Err(Divergence { why, path: path.to_string(), turn, turns: turns.len(), held: had.len(), cut: *seq });
-    }
-    Ok(had.len())
-}

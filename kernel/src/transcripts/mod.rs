@@ -20,6 +20,7 @@
 //! - `validate` — the `validate-request` command
 
 mod anthropic;
+mod held;
 mod import;
 mod neutral;
 mod openai_chat;
@@ -36,34 +37,113 @@ pub use validate::{validate, ValidateRequest, ValidateResponse};
 use crate::contracts::{Part, PartKind};
 use crate::error::{KernelError, Result};
 use serde_json::Value;
-use std::collections::BTreeSet;
-use turns::{Body, Reading, Speaker, Turn};
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, BTreeSet};
+use turns::{Body, Gap, Reading, Speaker, Turn};
 
-/// Reads a body of `format`; `strict` adds the rules its API enforces on a
-/// request. `known` are call ids made before the body (a session's events).
-fn read(format: Format, body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
+/// Reads a body of `format` into `reading` (a fresh one, or one that skips a
+/// gap); `strict` adds the rules its API enforces on a request. `known` are
+/// call ids made before the body (a session's events).
+fn read(format: Format, reading: Reading, body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
     match format {
-        Format::OpenaiChat => openai_chat::read(body, strict, known),
-        Format::OpenaiResponses => openai_responses::read(body, strict, known),
-        Format::AnthropicMessages => anthropic::read(body, strict, known),
-        Format::Neutral => neutral::read(body, known),
+        Format::OpenaiChat => openai_chat::read(reading, body, strict, known),
+        Format::OpenaiResponses => openai_responses::read(reading, body, strict, known),
+        Format::AnthropicMessages => anthropic::read(reading, body, strict, known),
+        Format::Neutral => neutral::read(reading, body, known),
     }
 }
 
-/// Reads a transcript from its text: [`read`], with each payload the format
-/// keeps as text taken from `text` as the provider wrote it.
-fn read_text(format: Format, text: &str, known: &BTreeSet<String>) -> Result<Reading> {
-    let body: Value = serde_json::from_str(text).map_err(|e| KernelError::invalid(format!("transcript: {e}")))?;
-    let mut reading = read(format, &body, false, known);
-    if format == Format::AnthropicMessages {
-        let inputs = anthropic::inputs(text);
-        for call in reading.turns.iter_mut().flat_map(|t| &mut t.calls) {
-            if let Some(input) = inputs.get(&call.call_id) {
-                call.arguments = Some(input.clone());
+/// A transcript's text with its conversation (`messages`, `input`,
+/// `turns`) split into elements, each still the text it was sent as.
+struct Transcript<'t> {
+    text: &'t str,
+    /// The body's other members, as text.
+    members: BTreeMap<String, &'t RawValue>,
+    /// The conversation's elements, when the body has the conversation.
+    elements: Option<Vec<&'t RawValue>>,
+}
+
+impl<'t> Transcript<'t> {
+    /// Splits `text` in one pass; `None` when it is no object whose
+    /// conversation, if it has one, is an array (the reader says why).
+    fn split(format: Format, text: &'t str) -> Option<Transcript<'t>> {
+        use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
+        struct Split(&'static str);
+        impl<'t> Visitor<'t> for Split {
+            type Value = (BTreeMap<String, &'t RawValue>, Option<Vec<&'t RawValue>>);
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a transcript object")
+            }
+            fn visit_map<M: MapAccess<'t>>(self, mut map: M) -> std::result::Result<Self::Value, M::Error> {
+                let (mut members, mut elements) = (BTreeMap::new(), None);
+                // A member given twice is its last, as a JSON reader takes it.
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == self.0 {
+                        elements = Some(map.next_value_seed(Elements)?);
+                    } else {
+                        members.insert(key, map.next_value()?);
+                    }
+                }
+                Ok((members, elements))
             }
         }
+        struct Elements;
+        impl<'t> DeserializeSeed<'t> for Elements {
+            type Value = Vec<&'t RawValue>;
+            fn deserialize<D: Deserializer<'t>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+                serde::Deserialize::deserialize(d)
+            }
+        }
+        let mut reader = serde_json::Deserializer::from_str(text);
+        let (members, elements) = reader.deserialize_map(Split(format.conversation())).ok()?;
+        reader.end().ok()?;
+        Some(Transcript { text, members, elements })
     }
-    Ok(reading)
+
+    /// Where the conversation's first element starts in the text, and where
+    /// each ends; none for an empty conversation.
+    fn ends(&self) -> Option<(usize, Vec<usize>)> {
+        let elements = self.elements.as_ref().filter(|e| !e.is_empty())?;
+        let at = |s: &str| s.as_ptr() as usize - self.text.as_ptr() as usize;
+        Some((at(elements[0].get()), elements.iter().map(|e| at(e.get()) + e.get().len()).collect()))
+    }
+}
+
+impl Transcript<'_> {
+    /// Reads the transcript, skipping `gap` (elements read before from the
+    /// same bytes): [`read`], with each payload the format keeps as text
+    /// taken from the text as the provider wrote it.
+    fn read(&self, format: Format, known: &BTreeSet<String>, gap: Gap) -> Result<Reading> {
+        let invalid = |e: serde_json::Error| KernelError::invalid(format!("transcript: {e}"));
+        let skipped = |i: &usize| gap.elements.contains(i);
+        let mut body = serde_json::Map::new();
+        for (key, raw) in &self.members {
+            body.insert(key.clone(), serde_json::from_str(raw.get()).map_err(invalid)?);
+        }
+        let elements = self.elements.as_deref().unwrap_or_default();
+        if self.elements.is_some() {
+            let element = |(i, e): (usize, &&RawValue)| if skipped(&i) { Ok(Value::Null) } else { serde_json::from_str(e.get()) };
+            let conversation = elements.iter().enumerate().map(element).collect::<std::result::Result<_, _>>().map_err(invalid)?;
+            body.insert(format.conversation().to_string(), Value::Array(conversation));
+        }
+        let unread: Vec<&RawValue> = elements.iter().enumerate().filter(|(i, _)| !skipped(i)).map(|(_, e)| *e).collect();
+        let mut reading = read(format, Reading::skipping(gap), &Value::Object(body), false, known);
+        if format == Format::AnthropicMessages {
+            let inputs = anthropic::inputs(&unread);
+            for call in reading.turns.iter_mut().flat_map(|t| &mut t.calls) {
+                if let Some(input) = inputs.get(&call.call_id) {
+                    call.arguments = Some(input.clone());
+                }
+            }
+        }
+        Ok(reading)
+    }
+}
+
+/// Reads a transcript [`Transcript::split`] cannot split: the reader says why.
+fn read_value(format: Format, text: &str, known: &BTreeSet<String>) -> Result<Reading> {
+    let body: Value = serde_json::from_str(text).map_err(|e| KernelError::invalid(format!("transcript: {e}")))?;
+    Ok(read(format, Reading::default(), &body, false, known))
 }
 
 fn write(format: Format, turns: &[Turn], body: &Body) -> Value {

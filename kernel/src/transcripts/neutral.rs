@@ -39,8 +39,7 @@ pub struct NeutralTurn {
 }
 
 /// Reads a neutral transcript; its turns are the items to append.
-pub fn read(body: &Value, known: &BTreeSet<String>) -> Reading {
-    let mut r = Reading::default();
+pub fn read(mut r: Reading, body: &Value, known: &BTreeSet<String>) -> Reading {
     let Some(top) = r.object(body, "$") else { return r };
     r.only(top, "$", &["tools", "turns"]);
     if let Some(tools) = top.get("tools").filter(|t| !t.is_null()) {
@@ -59,13 +58,16 @@ pub fn read(body: &Value, known: &BTreeSet<String>) -> Reading {
     }
     let Some(turns) = r.field(top, "$", "turns") else { return r };
     let Some(turns) = r.array(turns, "turns") else { return r };
-    for (i, value) in turns.iter().enumerate() {
+    r.open_conversation();
+    let skipped = r.gap.elements.clone();
+    for (i, value) in turns.iter().enumerate().filter(|(i, _)| !skipped.contains(i)) {
         let at = format!("turns[{i}]");
         let decoded = NeutralTurn::deserialize_from(value);
         match decoded {
             Ok(turn) => read_turn(&mut r, turn, &at),
             Err((path, message)) => r.fail(format!("{at}{path}"), "wrong-type", message),
         }
+        r.rest(i);
     }
     check_pairing(&mut r, known);
     r

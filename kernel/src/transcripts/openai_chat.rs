@@ -20,17 +20,19 @@ const REQUIRED: &[&str] = &["messages", "model"];
 const FORMAT: Format = Format::OpenaiChat;
 
 /// Reads a body; `strict` reads it as a request and adds the rules the API enforces on one.
-pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
-    let mut r = Reading::default();
+pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
     let Some(top) = r.object(body, "$") else { return r };
     r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
     let Some(messages) = r.field(top, "$", "messages") else { return r };
     let Some(messages) = r.array(messages, "messages") else { return r };
-    for (i, message) in messages.iter().enumerate() {
+    r.open_conversation();
+    let skipped = r.gap.elements.clone();
+    for (i, message) in messages.iter().enumerate().filter(|(i, _)| !skipped.contains(i)) {
         let at = format!("messages[{i}]");
         if let Some(m) = r.object(message, &at) {
             read_message(&mut r, m, &at);
         }
+        r.rest(i);
     }
     check_pairing(&mut r, known);
     tools(&mut r, top, strict);

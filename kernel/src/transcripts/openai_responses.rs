@@ -24,8 +24,7 @@ const REQUIRED: &[&str] = &["input", "model"];
 const FORMAT: Format = Format::OpenaiResponses;
 
 /// Reads a body; `strict` adds the rules the API enforces on a request.
-pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
-    let mut r = Reading::default();
+pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
     let Some(top) = r.object(body, "$") else { return r };
     r.top(top, strict, TRANSCRIPT, CONFIG, REQUIRED);
     if let Some(instructions) = top.get("instructions").filter(|s| !s.is_null()) {
@@ -47,10 +46,16 @@ pub fn read(body: &Value, strict: bool, known: &BTreeSet<String>) -> Reading {
         }
         Some(Value::Array(items)) => {
             let mut group = Group::default();
-            for (i, item) in items.iter().enumerate() {
+            r.open_conversation();
+            let skipped = r.gap.elements.clone();
+            for (i, item) in items.iter().enumerate().filter(|(i, _)| !skipped.contains(i)) {
                 let at = format!("input[{i}]");
                 if let Some(object) = r.object(item, &at) {
                     read_item(&mut r, &mut group, object, &at);
+                }
+                // Between turns: no reasoning waiting, no turn open for calls to join.
+                if group.reasoning.is_empty() && group.open.is_none() {
+                    r.rest(i);
                 }
             }
             group.close(&mut r);

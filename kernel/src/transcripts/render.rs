@@ -186,7 +186,7 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     let body = Body { model, max_tokens, tools, blobs };
     let out = super::write(format, &turns, &body);
     if format != Format::Neutral {
-        let check = super::read(format, &out, true, &BTreeSet::new());
+        let check = super::read(format, super::Reading::default(), &out, true, &BTreeSet::new());
         if !check.violations.is_empty() {
             let first = &check.violations[0];
             return Err(KernelError::internal(format!(

@@ -122,9 +122,52 @@ pub struct Reading {
     pub turns: Vec<Turn>,
     pub tools: Vec<ToolDefinition>,
     pub violations: Vec<Violation>,
+    /// Conversation elements left unread: the reader says what it read around them.
+    pub gap: Gap,
+    /// Where `turns` holds the conversation's first turn (after the body's
+    /// own system text).
+    pub opening: usize,
+    /// Each point between conversation elements where the reader was at
+    /// rest: (elements read, the conversation's turns read from them).
+    pub rests: Vec<(usize, usize)>,
+}
+
+/// A run of conversation elements a reader skips, read before from the
+/// same bytes: the reader is at rest at both its ends, so what follows it
+/// reads as it would after reading it. Their turns are not in `turns`.
+#[derive(Debug, Default, Clone)]
+pub struct Gap {
+    /// The first element skipped, and the first one read again after it.
+    pub elements: std::ops::Range<usize>,
+    /// How many turns the skipped elements hold.
+    pub turns: usize,
+    /// The calls they make and the calls they answer, for the pairing checks.
+    pub calls: Vec<String>,
+    pub answered: Vec<String>,
 }
 
 impl Reading {
+    /// A reading that skips `gap`.
+    pub fn skipping(gap: Gap) -> Reading {
+        Reading { gap, ..Reading::default() }
+    }
+
+    /// Marks where the conversation's elements start.
+    pub fn open_conversation(&mut self) {
+        self.opening = self.turns.len();
+    }
+
+    /// Notes that the reader is at rest after element `i`.
+    pub fn rest(&mut self, i: usize) {
+        let hidden = if i >= self.gap.elements.end { self.gap.turns } else { 0 };
+        self.rests.push((i + 1, self.turns.len() - self.opening + hidden));
+    }
+
+    /// Where the skipped turns would stand in `turns`.
+    pub fn gap_at(&self) -> usize {
+        let start = self.gap.elements.start;
+        self.opening + self.rests.iter().find(|(e, _)| *e == start).map_or(0, |(_, t)| *t)
+    }
     pub fn fail(&mut self, path: impl Into<String>, rule: &str, message: impl Into<String>) {
         self.violations.push(Violation { path: path.into(), rule: rule.to_string(), message: message.into() });
     }
@@ -314,8 +357,8 @@ impl Reading {
 /// The checks every format shares, over turns in order. `known` are the
 /// calls made before this transcript (a session's earlier events).
 pub fn check_pairing(reading: &mut Reading, known: &BTreeSet<String>) {
-    let mut calls = BTreeSet::new();
-    let mut answered = BTreeSet::new();
+    let mut calls: BTreeSet<&str> = reading.gap.calls.iter().map(String::as_str).collect();
+    let mut answered: BTreeSet<&str> = reading.gap.answered.iter().map(String::as_str).collect();
     let mut broken = Vec::new();
     for turn in &reading.turns {
         for call in &turn.calls {
