@@ -1300,3 +1300,43 @@ proptest! {
         }
     }
 }
+
+/// `levels` arrays, one inside the other.
+fn nested(levels: usize) -> Value {
+    (0..levels).fold(json!(1), |inner, _| json!([inner]))
+}
+
+/// A transcript nests at most 96 levels, whichever part of it nests: what
+/// the kernel keeps of it is stored further down in its own records, and a
+/// session holding the deepest transcript accepted still reads back.
+#[test]
+fn a_transcript_nests_no_deeper_than_its_records_can_hold() {
+    // The body, the messages, the message, its content, the block: five levels.
+    let chat = |levels: usize| json!({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": nested(levels)}]}]});
+    // The body, the input, the item: three.
+    let responses = |levels: usize| json!({"input": [{"role": "user", "content": "hi"}, {"type": "web_search_call", "id": "ws_1", "action": nested(levels)}]});
+    let tools = |levels: usize| json!({"messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "object", "x": nested(levels)}}}]});
+    for (format, body, deepest, path) in [
+        ("openai-chat", &chat as &dyn Fn(usize) -> Value, 91, "messages[0]"),
+        ("openai-responses", &responses, 93, "input[1]"),
+        ("openai-chat", &tools, 91, "$.tools"),
+    ] {
+        for levels in [deepest + 1, deepest + 40] {
+            let mut store = MemStore::default();
+            let e = import(&mut store, format, body(levels), 0).unwrap_err();
+            assert_eq!((e.code, e.detail["path"].as_str()), (ErrorCode::InvalidRequest, Some(path)), "{format} {levels}: {}", e.message);
+            assert!(e.message.contains("96 levels"), "{}", e.message);
+            assert_eq!(head(&mut store), Value::Null);
+        }
+        let mut store = MemStore::default();
+        let imported = import(&mut store, format, body(deepest), 0).unwrap_or_else(|e| panic!("{format}: {e:?}"));
+        let seq = imported["head"]["seq"].as_u64().unwrap();
+        // A fresh kernel reads the session back, plans it and renders it.
+        let events = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s", "limit": 100})).unwrap();
+        assert_eq!(events["head"]["seq"], json!(seq));
+        let rendered = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert_eq!(validate(format, &rendered["body"])["valid"], json!(true), "{format}: {:#}", rendered["body"]);
+        assert_eq!(import(&mut store, format, body(deepest), seq).unwrap()["appended"], json!([]));
+    }
+}

@@ -436,6 +436,28 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
         });
         rows.push((format!("import a 2 000-message `{format}` transcript"), import.len(), n, Stats { peak_bytes: peak, ..c }));
 
+        // The same items through `append-events`, as a host converting the messages itself would send them.
+        let mut store = ctxkernel::store::MemStore::default();
+        let mut kernel = ctxkernel::Kernel::default();
+        kernel.call(&mut store, ctxkernel::Command::ImportMessages, &import).unwrap();
+        let read = json!({"schemaVersion": 1, "sessionId": "bench", "limit": 10_000}).to_string();
+        let events: Value = serde_json::from_str(&kernel.call(&mut store, ctxkernel::Command::ReadEvents, &read).unwrap()).unwrap();
+        let items: Vec<Value> = events["events"].as_array().unwrap().iter().map(|e| {
+            let mut item = e["item"].clone();
+            for derived in ["itemId", "digest", "tokenEstimate"] {
+                item.as_object_mut().unwrap().remove(derived);
+            }
+            item
+        }).collect();
+        let append = json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": 0}, "now": NOW, "items": items}).to_string();
+        let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
+            kernel.call(store, ctxkernel::Command::AppendEvents, &append).unwrap();
+        });
+        let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
+            kernel.call("append-events", &append).unwrap();
+        });
+        rows.push((format!("append-events of the same items (`{format}`)"), append.len(), n, c));
+
         // The same history again, as a host re-sending it each turn: nothing is appended.
         let mut store = ctxkernel::store::MemStore::default();
         let mut native_kernel = ctxkernel::Kernel::default();

@@ -7,11 +7,11 @@
 //! Most of what a host re-sends is, byte for byte, what it sent last time:
 //! the elements up to the last place both texts agree, ending where the
 //! reader was between turns, are skipped unread (a [`Gap`]), their turns
-//! known to be the session's. What the kernel keeps here is never
+//! known to be the session's. The conversation's leading system and
+//! developer messages are always read: they are the session's instructions. What the kernel keeps here is never
 //! authority: it is used only while the log's head is the one the last
 //! import left, and a call that finds anything amiss is read in full.
 
-use super::import::OpaqueParts;
 use super::turns::{Gap, Reading, Turn};
 use crate::canonical;
 use crate::contracts::{ContextItem, Format, Head, ItemKind, Part, PartKind, ProviderFields, Role, SourceKind, ToolCall, ToolOutcome};
@@ -37,7 +37,8 @@ struct Last {
     /// The log's head once it was imported.
     head: Head,
     format: Format,
-    opaque: OpaqueParts,
+    /// Whether opaque parts were refused.
+    refused: bool,
     text: String,
     /// Where its conversation starts in `text`.
     start: usize,
@@ -70,12 +71,13 @@ fn imported(log: &SessionLog) -> std::cell::RefMut<'_, Memo> {
 }
 
 /// The conversation elements of `text` a whole-history import can skip:
-/// those the last import read from the same bytes, up to a point where its
-/// reader was between turns. `ends` is where the conversation starts in
-/// `text` and where each of its elements ends.
-pub fn gap(log: &SessionLog, format: Format, opaque: OpaqueParts, text: &str, ends: &(usize, Vec<usize>)) -> Gap {
+/// those the last import was given as the same bytes, after the leading
+/// system and developer messages and up to a point where its reader was
+/// between turns. `ends` is where the conversation's first element starts
+/// in `text` and where each element ends.
+pub fn gap(log: &SessionLog, format: Format, refused: bool, text: &str, ends: &(usize, Vec<usize>)) -> Gap {
     let memo = imported(log);
-    let Some(last) = memo.last.as_ref().filter(|l| l.head == log.head && l.format == format && l.opaque == opaque && l.start == ends.0) else {
+    let Some(last) = memo.last.as_ref().filter(|l| l.head == log.head && l.format == format && l.refused == refused && l.start == ends.0) else {
         return Gap::default();
     };
     let Some(lead) = last.lead else { return Gap::default() };
@@ -95,25 +97,20 @@ pub fn gap(log: &SessionLog, format: Format, opaque: OpaqueParts, text: &str, en
     gap
 }
 
-/// How many leading bytes `a` and `b` share, compared a block at a time.
+/// How many leading bytes `a` and `b` share, compared eight at a time (a
+/// byte-wise `memcmp` is what a WebAssembly build links).
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 4096;
     let n = a.len().min(b.len());
-    let mut at = 0;
-    while at < n {
-        let end = (at + BLOCK).min(n);
-        if a[at..end] != b[at..end] {
-            return at + a[at..end].iter().zip(&b[at..end]).take_while(|(x, y)| x == y).count();
-        }
-        at = end;
-    }
-    n
+    let (words_a, words_b) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().unwrap_or_default());
+    let same = words_a.zip(words_b).take_while(|(x, y)| word(x) == word(y)).count() * 8;
+    same + a[same..n].iter().zip(&b[same..n]).take_while(|(x, y)| x == y).count()
 }
 
 /// Keeps a whole history the session now holds all of, as the log stands at
 /// `head`: `reading` is what was read of it (skipping its gap), `ends` where
 /// its conversation's elements end.
-pub fn remember(log: &SessionLog, head: &Head, format: Format, opaque: OpaqueParts, text: &str, reading: &Reading, ends: &(usize, Vec<usize>)) {
+pub fn remember(log: &SessionLog, head: &Head, format: Format, refused: bool, text: &str, reading: &Reading, ends: &(usize, Vec<usize>)) {
     let mut memo = memo(log);
     let previous = memo.last.take();
     let skipped = reading.gap.elements.clone();
@@ -130,10 +127,10 @@ pub fn remember(log: &SessionLog, head: &Head, format: Format, opaque: OpaquePar
         (n, _) => rests.iter().rev().find(|(_, t, _)| *t == n).map(|&(e, t, _)| (e, t)),
     };
     let text = match previous {
-        Some(l) if l.text == text => l.text,
+        Some(l) if l.text.len() == text.len() && common_prefix(l.text.as_bytes(), text.as_bytes()) == text.len() => l.text,
         _ => text.to_string(),
     };
-    memo.last = Some(Last { head: head.clone(), format, opaque, text, start: ends.0, rests, lead });
+    memo.last = Some(Last { head: head.clone(), format, refused, text, start: ends.0, rests, lead });
 }
 
 /// How many of the transcript's turns the session holds, when the

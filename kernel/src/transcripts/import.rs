@@ -190,7 +190,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     let transcript = super::Transcript::split(request.format, text);
     let ends = transcript.as_ref().and_then(super::Transcript::ends);
     let gap = match (&ends, request.history) {
-        (Some(ends), History::Whole) => held::gap(log, request.format, request.opaque_parts, text, ends),
+        (Some(ends), History::Whole) => held::gap(log, request.format, request.opaque_parts == OpaqueParts::Refuse, text, ends),
         _ => Gap::default(),
     };
     let skipping = !gap.elements.is_empty();
@@ -242,7 +242,7 @@ pub fn import(db: &mut Db, log: &SessionLog, request: ImportRequest) -> Result<I
     // A whole history the session now holds all of: the next one re-sent skips what it shares.
     let remember = |head: &Head| {
         if let (Some(ends), History::Whole, None) = (&ends, request.history, &forked_from) {
-            held::remember(log, head, request.format, request.opaque_parts, text, &read.reading, ends);
+            held::remember(log, head, request.format, request.opaque_parts == OpaqueParts::Refuse, text, &read.reading, ends);
         }
     };
     let Planned { mut items, payloads: blobs, skipped, copied } = planned;

@@ -114,17 +114,16 @@ impl Transcript<'_> {
     /// same bytes): [`read`], with each payload the format keeps as text
     /// taken from the text as the provider wrote it.
     fn read(&self, format: Format, known: &BTreeSet<String>, gap: Gap) -> Result<Reading> {
-        let invalid = |e: serde_json::Error| KernelError::invalid(format!("transcript: {e}"));
         let skipped = |i: &usize| gap.elements.contains(i);
         let mut body = serde_json::Map::new();
         for (key, raw) in &self.members {
-            body.insert(key.clone(), serde_json::from_str(raw.get()).map_err(invalid)?);
+            body.insert(key.clone(), parse(raw.get(), 1, &format!("$.{key}"))?);
         }
         let elements = self.elements.as_deref().unwrap_or_default();
         if self.elements.is_some() {
-            let element = |(i, e): (usize, &&RawValue)| if skipped(&i) { Ok(Value::Null) } else { serde_json::from_str(e.get()) };
-            let conversation = elements.iter().enumerate().map(element).collect::<std::result::Result<_, _>>().map_err(invalid)?;
-            body.insert(format.conversation().to_string(), Value::Array(conversation));
+            let key = format.conversation();
+            let element = |(i, e): (usize, &&RawValue)| if skipped(&i) { Ok(Value::Null) } else { parse(e.get(), 2, &format!("{key}[{i}]")) };
+            body.insert(key.to_string(), Value::Array(elements.iter().enumerate().map(element).collect::<Result<_>>()?));
         }
         let unread: Vec<&RawValue> = elements.iter().enumerate().filter(|(i, _)| !skipped(i)).map(|(_, e)| *e).collect();
         let mut reading = read(format, Reading::skipping(gap), &Value::Object(body), false, known);
@@ -142,8 +141,38 @@ impl Transcript<'_> {
 
 /// Reads a transcript [`Transcript::split`] cannot split: the reader says why.
 fn read_value(format: Format, text: &str, known: &BTreeSet<String>) -> Result<Reading> {
-    let body: Value = serde_json::from_str(text).map_err(|e| KernelError::invalid(format!("transcript: {e}")))?;
-    Ok(read(format, Reading::default(), &body, false, known))
+    Ok(read(format, Reading::default(), &parse(text, 0, "$")?, false, known))
+}
+
+/// How deep a transcript may nest, arrays and objects: what the kernel
+/// keeps of it (a block kept whole, a provider's fields) is stored a few
+/// levels further down in its own records, which must read back.
+pub const MAX_NESTING: usize = 96;
+
+/// Parses a value found `depth` levels down a transcript at `path`,
+/// refusing one that nests past [`MAX_NESTING`].
+fn parse(text: &str, depth: usize, path: &str) -> Result<Value> {
+    let too_deep = || {
+        KernelError::invalid(format!("transcript: `{path}` nests deeper than the {MAX_NESTING} levels a transcript may hold"))
+            .with_detail(serde_json::json!({"path": path}))
+    };
+    let value = serde_json::from_str(text).map_err(|e| match e.to_string().starts_with("recursion limit exceeded") {
+        true => too_deep(),
+        false => KernelError::invalid(format!("transcript: {e}")),
+    })?;
+    match depth + nesting(&value) > MAX_NESTING {
+        true => Err(too_deep()),
+        false => Ok(value),
+    }
+}
+
+/// How many arrays and objects deep a value nests.
+fn nesting(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn write(format: Format, turns: &[Turn], body: &Body) -> Value {

@@ -128,14 +128,15 @@ pub struct Reading {
     /// own system text).
     pub opening: usize,
     /// Each point between conversation elements where the reader was at
-    /// rest: (elements read, the conversation's turns read from them).
+    /// rest: (elements before it, the conversation's turns they hold, the
+    /// gap's among them).
     pub rests: Vec<(usize, usize)>,
 }
 
 /// A run of conversation elements a reader skips, read before from the
 /// same bytes: the reader is at rest at both its ends, so what follows it
 /// reads as it would after reading it. Their turns are not in `turns`.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Gap {
     /// The first element skipped, and the first one read again after it.
     pub elements: std::ops::Range<usize>,
