@@ -1,11 +1,18 @@
 """A small agent loop on the ctxkernel Python SDK.
 
-Each turn the agent records what was said, asks the kernel for the context of
-its next model call, and compacts when the plan no longer fits the window.
-At the end of a session it extracts what the user asked it to remember, and a
-later session recalls it. The model is a `RecordedModel` here, replaying
-recorded responses, so the loop runs offline and the same way every time;
-pass any callable with the same signature to use a real one.
+The agent keeps its conversation the way Anthropic's Messages API holds it —
+`messages` with text, `tool_use` and `tool_result` blocks — and hands the
+whole history to the kernel before every model call (`import_messages`
+appends only what is new). It then asks the kernel for the request body of
+its next call (`render_context`): planned under the model's window, tool
+calls kept with their results, compacted through the model when the
+conversation no longer fits. At the end of a session it extracts what the
+user asked it to remember, and a later session recalls it.
+
+The models are fakes, so the loop runs offline and the same way every time:
+`RecordedModel` replays recorded summaries and extractions, and
+`ScriptedAssistant` answers each rendered body as Anthropic would, asking
+for a tool once. Pass any callables with the same signatures to use real ones.
 
     python agent_loop.py [store.sqlite]
 """
@@ -15,16 +22,23 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 from ctxkernel import Kernel, KernelError, SqliteStore
 
 HERE = Path(__file__).parent
 MODEL = {"profile": "small-8k", "window": 8192, "reservedOutput": 1024, "safetyMargin": 256}
+SYSTEM = "You are a careful engineer helping with a data export service. Answer briefly."
+TOOLS = [{
+    "name": "read_file",
+    "description": "Reads a file of the repository.",
+    "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+}]
+FILES = {"exporter/jobs.py": "def nightly_export(db):\n    return db.query('SELECT * FROM orders JOIN invoices ON invoices.order_id = orders.id')\n"}
 
 
 class RecordedModel:
-    """Answers provider requests from recorded responses, per model, in order."""
+    """Answers the kernel's provider requests (summaries, extractions) from recorded responses, per model, in order."""
 
     def __init__(self, path: Path = HERE / "recorded_responses.json"):
         self.responses = {model: list(answers) for model, answers in json.loads(path.read_text()).items()}
@@ -36,6 +50,31 @@ class RecordedModel:
         if not answers:
             raise RuntimeError(f"no recorded response left for {request['model']}")
         return answers.pop(0)
+
+
+class ScriptedAssistant:
+    """Answers a Messages API request body as the model would: a `tool_use`
+    when the user names a file it has not read yet, else a text reply to the
+    latest user text. Keeps every body it was sent."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict] = []
+
+    def __call__(self, body: dict) -> dict:
+        self.bodies.append(body)
+        content = body["messages"][-1]["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if any(block["type"] == "tool_result" for block in blocks):
+            text = "The query joins orders and invoices without an index on invoice.order_id; I'll profile each batch."
+            return {"role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
+        last = " ".join(block["text"] for block in blocks if block["type"] == "text")
+        named = [path for path in FILES if path in last]
+        if named:
+            call = {"type": "tool_use", "id": f"toolu_{len(self.bodies):04d}", "name": "read_file", "input": {"path": named[0]}}
+            return {"role": "assistant", "content": [{"type": "text", "text": "Reading the job first."}, call], "stop_reason": "tool_use"}
+        step = last.split(":")[0]
+        text = f"{step}: the join on orders and invoices scans the whole invoices table; an index on invoice.order_id would help. " * 2
+        return {"role": "assistant", "content": [{"type": "text", "text": text.strip()}], "stop_reason": "end_turn"}
 
 
 @dataclass
@@ -56,41 +95,30 @@ class Agent:
     kernel: Kernel
     session_id: str
     user_id: str
+    assistant: Callable[[dict], dict]
     model: Callable[[dict], dict]
     clock: Callable[[], str] = field(default_factory=Clock)
+    messages: list[dict] = field(default_factory=list)
     head: int = 0
     compactions: list[dict] = field(default_factory=list)
+    imports: list[dict] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        try:
-            self.head = self.kernel.read_events({"schemaVersion": 1, "sessionId": self.session_id, "limit": 1})["head"]["seq"]
-        except KernelError as e:
-            if e.code != "not-found":  # a session not started yet
-                raise
+    def sync(self) -> None:
+        """Hands the whole history to the kernel, which appends only what it does not hold yet."""
+        imported = self.kernel.import_messages({
+            "schemaVersion": 1, "sessionId": self.session_id, "expectedHead": {"seq": self.head}, "now": self.clock(),
+            "format": "anthropic-messages", "sensitivity": "internal", "allowedSinks": ["model:*"],
+            "transcript": {"system": SYSTEM, "messages": self.messages, "tools": TOOLS},
+        })
+        self.imports.append(imported)
+        self.head = imported["head"]["seq"]
 
-    def say(self, role: str, text: str) -> None:
-        seq = self.head + 1
-        item = {
-            "schemaVersion": 1, "itemId": f"{self.session_id}-{seq:05d}", "kind": "message", "role": role,
-            "content": text, "createdAt": self.clock(), "trust": "user" if role == "user" else "verified",
-            "provenance": {"origin": "user" if role == "user" else "model"}, "sensitivity": "internal",
-            "allowedSinks": ["model:*"], "scope": "session", "priority": 0, "pinned": False,
-            "sourceRef": {"kind": "session", "id": self.session_id, "seq": seq},
-        }
-        appended = self.kernel.append_events(
-            {"schemaVersion": 1, "sessionId": self.session_id, "expectedHead": {"seq": self.head}, "items": [item], "now": self.clock()}
-        )
-        self.head = appended["head"]["seq"]
+    def plan_request(self) -> dict:
+        return {"schemaVersion": 1, "sessionId": self.session_id, "model": MODEL, "sink": "model:agent", "now": self.clock()}
 
-    def plan(self) -> dict:
-        return self.kernel.plan_context(
-            {"schemaVersion": 1, "sessionId": self.session_id, "model": MODEL, "sink": "model:agent", "now": self.clock()}
-        )
-
-    def turn(self, user_text: str, reply: str) -> dict:
-        """One exchange; compacts first when the conversation no longer fits."""
-        self.say("user", user_text)
-        plan = self.plan()
+    def render(self) -> dict:
+        """The next request body; compacts first when the conversation no longer fits."""
+        plan = self.kernel.plan_context(self.plan_request())
         if any(d["reason"] in ("budget-exhausted", "partition-ceiling") for d in plan["dropped"]):
             receipt = self.kernel.compact(
                 {"schemaVersion": 1, "sessionId": self.session_id, "model": MODEL, "sink": "model:agent",
@@ -99,12 +127,27 @@ class Agent:
             )
             self.compactions.append(receipt)
             self.head = receipt["head"]["seq"]
-            plan = self.plan()
-        self.say("assistant", reply)
-        return plan
+        return self.kernel.render_context({"schemaVersion": 1, "format": "anthropic-messages", "plan": self.plan_request(),
+                                           "policy": {"model": "claude-sonnet-4-5"}})
+
+    def turn(self, user_text: str) -> dict:
+        """One exchange: the user's text, then model calls until the model stops asking for tools."""
+        self.messages.append({"role": "user", "content": user_text})
+        while True:
+            self.sync()
+            rendered = self.render()
+            answer = self.assistant(rendered["body"])
+            self.messages.append({"role": "assistant", "content": answer["content"]})
+            calls = [block for block in answer["content"] if block["type"] == "tool_use"]
+            if not calls:
+                return rendered
+            results = [{"type": "tool_result", "tool_use_id": call["id"], "content": FILES.get(call["input"]["path"], "no such file")}
+                       for call in calls]
+            self.messages.append({"role": "user", "content": results})
 
     def learn(self) -> list[dict]:
         """Extracts candidates with the model, then activates the ones the user's latest message states."""
+        self.sync()
         extracted = self.kernel.consolidate(
             {"schemaVersion": 1, "sessionId": self.session_id, "strategy": "provider", "scope": "agent",
              "scopeId": self.user_id, "provider": {"model": "extractor", "maxTokens": 400}, "now": self.clock()},
@@ -128,28 +171,26 @@ class Agent:
 
 def run(kernel: Kernel, out=print) -> dict:
     """Two sessions on one store: the first works and learns, the second recalls."""
-    model, clock = RecordedModel(), Clock()
-    first = Agent(kernel, "py-session-1", "dana", model, clock)
-    first.turn("The nightly export job times out. Can you look at exporter/jobs.py?", "I'll start with the job's query plan.")
+    model, assistant, clock = RecordedModel(), ScriptedAssistant(), Clock()
+    first = Agent(kernel, "py-session-1", "dana", assistant, model, clock)
+    first.turn("The nightly export job times out. Can you look at exporter/jobs.py?")
     for n in range(1, 160):
-        first.turn(
-            f"Step {n}: what did the profile show for the export batch?",
-            f"Batch {n}: the join on orders and invoices scans the whole invoices table; an index on invoice.order_id would help. " * 2,
-        )
-    first.say("user", "Remember: our exports run on the reporting replica, never on the primary.")
+        first.turn(f"Step {n}: what did the profile show for the export batch?")
+    first.messages.append({"role": "user", "content": "Remember: our exports run on the reporting replica, never on the primary."})
     learned = first.learn()
-    out(f"session 1: {first.head} events, {len(first.compactions)} compactions, learned {len(learned)} memories")
+    out(f"session 1: {len(first.messages)} messages, {first.head} events, {len(first.compactions)} compactions, learned {len(learned)} memories")
     for receipt in first.compactions:
         metrics = receipt["compaction"]["metrics"]
         out(f"  compaction {receipt['status']}: {metrics['inputTokens']} -> {metrics['outputTokens']} tokens")
 
-    second = Agent(kernel, "py-session-2", "dana", model, clock)
-    second.say("user", "Where should the new export run?")
+    second = Agent(kernel, "py-session-2", "dana", assistant, model, clock)
+    second.messages.append({"role": "user", "content": "Where should the new export run?"})
+    second.sync()
     recalled = second.recall("where do exports run")
     for memory in recalled:
         origin = memory["evidenceRefs"][0]
         out(f"session 2 recalls: {memory['content']!r} (from {origin['id']} event {origin['seq']})")
-    return {"first": first, "learned": learned, "recalled": recalled, "model": model}
+    return {"first": first, "learned": learned, "recalled": recalled, "model": model, "assistant": assistant}
 
 
 if __name__ == "__main__":

@@ -1339,4 +1339,26 @@ fn a_transcript_nests_no_deeper_than_its_records_can_hold() {
         assert_eq!(validate(format, &rendered["body"])["valid"], json!(true), "{format}: {:#}", rendered["body"]);
         assert_eq!(import(&mut store, format, body(deepest), seq).unwrap()["appended"], json!([]));
     }
+    // A call's arguments are text, but an Anthropic body holds them as JSON five levels down.
+    let called = |levels: usize| {
+        json!({"messages": [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+                "function": {"name": "t", "arguments": json!({"a": nested(levels - 1)}).to_string()}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "done"}]})
+    };
+    let mut store = MemStore::default();
+    let e = import(&mut store, "openai-chat", called(92), 0).unwrap_err();
+    assert_eq!(e.detail["path"], json!("messages[1].tool_calls[0].function.arguments"), "{}", e.message);
+    assert!(e.message.contains("nest deeper than 91 levels"), "{}", e.message);
+    let mut deep = Conv::new();
+    deep.push("message", "calling", json!({"role": "assistant", "trust": "verified",
+        "toolCalls": [{"callId": "c1", "name": "t", "arguments": json!({"a": nested(91)}).to_string()}]}));
+    let e = call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "expectedHead": {"seq": 0}, "items": deep.items})).unwrap_err();
+    assert!(e.message.contains("nest deeper than 91 levels"), "{}", e.message);
+    assert_eq!(head(&mut store), Value::Null);
+    import(&mut store, "openai-chat", called(91), 0).unwrap();
+    let rendered = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(validate("anthropic-messages", &rendered["body"])["valid"], json!(true));
+    let body = json!({"messages": rendered["body"]["messages"], "tools": rendered["body"]["tools"]});
+    import(&mut MemStore::default(), "anthropic-messages", body, 0).unwrap();
 }

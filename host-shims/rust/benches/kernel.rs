@@ -372,7 +372,8 @@ fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
 fn transcript(format: &str, n: usize) -> Value {
     let mut out = Vec::with_capacity(n);
     let mut i = 0;
-    // Each exchange is five messages; it ends on an answer, never inside a call's results.
+    // Exchanges of five Chat messages (four Anthropic ones, six Responses
+    // items) while another fits; it ends on an answer, never inside a call's results.
     while out.len() + 5 <= n {
         let ids = [format!("call_{i}a"), format!("call_{i}b")];
         let (ask, results, answer) = (words(15 + (i * 13) % 90, i), [words(60 + (i * 31) % 300, i), words(60 + (i * 17) % 300, i + 1)], words(20 + (i * 7) % 120, i));
@@ -453,10 +454,12 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
         let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
             kernel.call(store, ctxkernel::Command::AppendEvents, &append).unwrap();
         });
+        let mut peak = 0;
         let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
             kernel.call("append-events", &append).unwrap();
+            peak = peak.max(kernel.peak_memory_bytes());
         });
-        rows.push((format!("append-events of the same items (`{format}`)"), append.len(), n, c));
+        rows.push((format!("append-events of the same items (`{format}`)"), append.len(), n, Stats { peak_bytes: peak, ..c }));
 
         // The same history again, as a host re-sending it each turn: nothing is appended.
         let mut store = ctxkernel::store::MemStore::default();
@@ -488,6 +491,8 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
         }, |(store, kernel)| {
             kernel.call(store, ctxkernel::Command::ImportMessages, &grown).unwrap();
         });
+        // The peaks include setting the session up: the history imported, then re-sent.
+        let mut peak = 0;
         let c = fresh(20, || {
             let mut kernel = Component::with_runtime(runtime.clone(), MemoryStore::new());
             kernel.call("import-messages", &before).unwrap();
@@ -495,8 +500,9 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
             kernel
         }, |kernel| {
             kernel.call("import-messages", &grown).unwrap();
+            peak = peak.max(kernel.peak_memory_bytes());
         });
-        rows.push((format!("re-import the `{format}` history grown by one exchange"), grown.len(), n, c));
+        rows.push((format!("re-import the `{format}` history grown by one exchange"), grown.len(), n, Stats { peak_bytes: peak, ..c }));
     }
 
     let items = session_items(10_000);

@@ -305,10 +305,8 @@ impl ContextItem {
             if let Some(fields) = &call.provider_fields {
                 fields.validate(&format!("toolCalls[{k}].providerFields"), super::Carrier::Call)?;
             }
-            if let Some(arguments) = &call.arguments {
-                if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
-                    return fail("toolCalls[].arguments must be JSON text");
-                }
+            if let Some(Err(why)) = call.arguments.as_deref().map(super::check_arguments) {
+                return fail(&format!("toolCalls[].arguments: {why}"));
             }
             if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
                 return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");

@@ -34,6 +34,41 @@ use crate::error::{ErrorCode, KernelError, Result};
 pub const SCHEMA_VERSION: u32 = 1;
 /// Longest id, sink name or other short identifier accepted, in bytes.
 pub const MAX_ID_BYTES: usize = 256;
+/// How deep a provider transcript or request body may nest, arrays and
+/// objects: what the kernel keeps of one (a block kept whole, a provider's
+/// fields) is stored a few levels further down in its own records, which
+/// must read back.
+pub const MAX_NESTING: usize = 96;
+/// How deep a call's arguments may nest: an Anthropic body holds them as
+/// its `input`, five levels down, and stays within [`MAX_NESTING`].
+pub const MAX_ARGUMENT_NESTING: usize = MAX_NESTING - 5;
+
+/// Whether `arguments` are JSON text nesting at most [`MAX_ARGUMENT_NESTING`]
+/// levels; the error says which they are not.
+pub fn check_arguments(arguments: &str) -> std::result::Result<(), String> {
+    if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
+        return Err("tool-call arguments must be JSON text".into());
+    }
+    // JSON text already: only strings hide brackets.
+    let (mut depth, mut deepest, mut string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in arguments.as_bytes() {
+        match (string, escaped, b) {
+            (true, true, _) => escaped = false,
+            (true, false, b'\\') => escaped = true,
+            (true, false, b'"') | (false, _, b'"') => string = !string,
+            (false, _, b'[' | b'{') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    match deepest > MAX_ARGUMENT_NESTING {
+        true => Err(format!("tool-call arguments nest deeper than {MAX_ARGUMENT_NESTING} levels")),
+        false => Ok(()),
+    }
+}
 
 /// Checks a `schemaVersion` field.
 pub fn check_version(what: &str, version: u32) -> Result<()> {

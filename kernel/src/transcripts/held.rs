@@ -8,9 +8,11 @@
 //! the elements up to the last place both texts agree, ending where the
 //! reader was between turns, are skipped unread (a [`Gap`]), their turns
 //! known to be the session's. The conversation's leading system and
-//! developer messages are always read: they are the session's instructions. What the kernel keeps here is never
-//! authority: it is used only while the log's head is the one the last
-//! import left, and a call that finds anything amiss is read in full.
+//! developer messages are always read: they are the session's instructions.
+//!
+//! What the kernel keeps here is never authority: it is used only while the
+//! log's head is the one the last import left, and a call that finds
+//! anything amiss is read in full.
 
 use super::turns::{Gap, Reading, Turn};
 use crate::canonical;

@@ -34,7 +34,7 @@ pub use render::{render, RenderNote, RenderPolicy, RenderRequest, RenderResponse
 pub use turns::{Format, Violation};
 pub use validate::{validate, ValidateRequest, ValidateResponse};
 
-use crate::contracts::{Part, PartKind};
+use crate::contracts::{Part, PartKind, MAX_NESTING};
 use crate::error::{KernelError, Result};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -143,11 +143,6 @@ impl Transcript<'_> {
 fn read_value(format: Format, text: &str, known: &BTreeSet<String>) -> Result<Reading> {
     Ok(read(format, Reading::default(), &parse(text, 0, "$")?, false, known))
 }
-
-/// How deep a transcript may nest, arrays and objects: what the kernel
-/// keeps of it (a block kept whole, a provider's fields) is stored a few
-/// levels further down in its own records, which must read back.
-pub const MAX_NESTING: usize = 96;
 
 /// Parses a value found `depth` levels down a transcript at `path`,
 /// refusing one that nests past [`MAX_NESTING`].

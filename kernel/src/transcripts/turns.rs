@@ -128,8 +128,8 @@ pub struct Reading {
     /// own system text).
     pub opening: usize,
     /// Each point between conversation elements where the reader was at
-    /// rest: (elements before it, the conversation's turns they hold, the
-    /// gap's among them).
+    /// rest: (elements before it, the conversation's turns they hold,
+    /// counting the gap's).
     pub rests: Vec<(usize, usize)>,
 }
 
@@ -278,11 +278,11 @@ impl Reading {
         }
     }
 
-    /// Checks arguments are JSON text; `Some` when they are.
+    /// Checks arguments are JSON text within the nesting a body can hold; `Some` when they are.
     pub fn arguments(&mut self, arguments: Option<String>, at: &str) -> Option<String> {
         let arguments = arguments?;
-        if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_err() {
-            self.fail(at, "arguments-not-json", "tool-call arguments must be JSON text");
+        if let Err(why) = crate::contracts::check_arguments(&arguments) {
+            self.fail(at, "arguments-not-json", why);
             return None;
         }
         Some(arguments)
