@@ -188,6 +188,56 @@ fn anthropic_inputs_keep_their_numbers_in_an_order_every_host_gives() {
     assert_eq!(stored_arguments(&mut store), [format!(r#"{{"a":1,"b":{}7{}}}"#, "[".repeat(60), "]".repeat(60))]);
 }
 
+/// The body's text as the kernel answers it: a render's `body`, unparsed.
+fn rendered_text(store: &mut MemStore, format: &str) -> String {
+    let request = json!({"schemaVersion": 1, "format": format, "plan": plan_request(100_000), "policy": {}}).to_string();
+    let text = Kernel::default().call(store, Command::RenderContext, &request).unwrap();
+    let start = text.find(r#""body":"#).unwrap() + 7;
+    let body: &serde_json::value::RawValue = serde_json::Deserializer::from_str(&text[start..]).into_iter().next().unwrap().unwrap();
+    body.get().to_string()
+}
+
+/// Rendered for Anthropic, a call's input is its arguments as they were
+/// written — numbers as spelled, members in bytewise order — whichever
+/// format they came in, and a text that reads like the kernel's own marker
+/// changes nothing but how the numbers are spelled.
+#[test]
+fn a_rendered_anthropic_input_is_its_arguments_as_written() {
+    let input = r#"{"zeta": 1.0, "alpha": [1e2, -0, 18446744073709551617, 0.50], "10": {"y": 0.10}}"#;
+    let written = r#"{"10":{"y":0.10},"alpha":[1e2,-0,18446744073709551617,0.50],"zeta":1.0}"#;
+    let anthropic = |text: &str| {
+        format!(
+            r#"{{"messages": [{{"role": "user", "content": {text}}}, {{"role": "assistant", "content": [{{"type": "tool_use", "id": "toolu_1", "name": "t", "input": {input}}}, {{"type": "tool_use", "id": "toolu_2", "name": "t", "input": {{"n": 2e0}}}}]}},
+            {{"role": "user", "content": [{{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}}, {{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}}]}}],
+            "tools": [{{"name": "t", "input_schema": {{"type": "object"}}}}]}}"#
+        )
+    };
+    let mut store = MemStore::default();
+    import_text(&mut store, "anthropic-messages", &anthropic(r#""go""#), 0).unwrap();
+    let body = rendered_text(&mut store, "anthropic-messages");
+    assert!(body.contains(&format!(r#""input":{written}"#)), "{body}");
+    assert!(body.contains(r#""input":{"n":2e0}"#), "{body}");
+    assert_eq!(validate("anthropic-messages", &serde_json::from_str(&body).unwrap())["valid"], json!(true));
+    // From Chat, where arguments are text: the same bytes, members ordered.
+    let chat = json!({"messages": [{"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "t", "arguments": input}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"}],
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]});
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat, 0).unwrap();
+    assert!(rendered_text(&mut store, "anthropic-messages").contains(&format!(r#""input":{written}"#)));
+    // A user who writes the marker gets a valid body; the inputs are then as parsed.
+    for text in [r#""\u0000input 0""#, r#""\u0000input 7""#, r#"[{"type": "text", "text": "\u0000input 0"}]"#] {
+        let mut store = MemStore::default();
+        import_text(&mut store, "anthropic-messages", &anthropic(text), 0).unwrap();
+        let body = rendered_text(&mut store, "anthropic-messages");
+        let parsed: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(validate("anthropic-messages", &parsed)["valid"], json!(true), "{body}");
+        assert_eq!(parsed["messages"][0]["content"].to_string().contains("input"), true, "{body}");
+        assert!(body.contains(r#""input":{"n":2.0}"#), "{body}");
+    }
+}
+
 /// A value without null members: what the kernel reads a null as.
 fn unnulled(value: &Value) -> Value {
     match value {

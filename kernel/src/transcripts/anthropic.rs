@@ -528,6 +528,60 @@ fn push(messages: &mut Vec<(String, Vec<Value>, Option<String>)>, role: &str, co
     }
 }
 
+/// The body's JSON with each `tool_use` block's `input` as its call's
+/// arguments were written — members in bytewise order and strings written
+/// one way, as [`inputs`] keeps them, numbers as spelled (`1e2`, a 20-digit
+/// id) — where `body` holds them as parsed values. A body whose text holds
+/// what reads as a marker is written as parsed.
+pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::Result<String> {
+    const MARK: &str = "\"\\u0000input ";
+    let written: BTreeMap<&str, String> = turns
+        .iter()
+        .flat_map(|t| &t.calls)
+        .filter_map(|c| Some((c.call_id.as_str(), ordered(serde_json::from_str::<&RawValue>(c.arguments.as_deref()?).ok()?, 0)?)))
+        .filter(|(_, text)| text.starts_with('{'))
+        .collect();
+    // Each input the text stands for, taken out for a marker: (text, value).
+    let mut inputs = Vec::new();
+    for block in tool_uses(&mut body) {
+        if let Some(text) = block["id"].as_str().and_then(|id| written.get(id)) {
+            let marker = Value::String(format!("\u{0}input {}", inputs.len()));
+            inputs.push((text, std::mem::replace(&mut block["input"], marker)));
+        }
+    }
+    let text = crate::canonical::to_string(&body)?;
+    // Each marker once, in order, and nothing else that reads as one.
+    let (mut out, mut copied, mut found) = (String::with_capacity(text.len()), 0, 0);
+    for (at, _) in text.match_indices(MARK) {
+        let rest = &text[at + MARK.len()..];
+        let end = rest.find('"').unwrap_or(rest.len());
+        if found >= inputs.len() || rest[..end] != *found.to_string() {
+            break;
+        }
+        out.push_str(&text[copied..at]);
+        out.push_str(inputs[found].0);
+        copied = at + MARK.len() + end + 1;
+        found += 1;
+    }
+    if found != inputs.len() || text[copied..].contains(MARK) {
+        // The values go back where the markers were, in the same order.
+        let mut values = inputs.into_iter().map(|(_, value)| value);
+        for block in tool_uses(&mut body).filter(|b| b["input"].as_str().is_some_and(|s| s.starts_with("\u{0}input "))) {
+            block["input"] = values.next().unwrap_or_default();
+        }
+        return crate::canonical::to_string(&body);
+    }
+    out.push_str(&text[copied..]);
+    Ok(out)
+}
+
+/// A body's `tool_use` blocks, in order.
+fn tool_uses(body: &mut Value) -> impl Iterator<Item = &mut Value> {
+    let messages = body.get_mut("messages").and_then(Value::as_array_mut).into_iter().flatten();
+    let blocks = messages.filter_map(|m| m.get_mut("content").and_then(Value::as_array_mut)).flatten();
+    blocks.filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+}
+
 /// Whether an id is one Anthropic accepts for a `tool_use`.
 pub fn id_ok(id: &str) -> bool {
     !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')

@@ -28,7 +28,8 @@ use crate::error::{KernelError, Result};
 use crate::planner::{BudgetSummary, ContextPlan, PlanBinding, PlanRequest};
 use crate::store::Db;
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::value::RawValue;
+use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
 label! {
@@ -120,12 +121,16 @@ pub struct RenderNote {
 }
 }
 
-contract! {
+// `contract!`'s derives but `PartialEq`: the body is held as its text.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RenderResponse {
     pub binding: PlanBinding,
-    /// The request body: pass it to the provider's client as it is.
+    /// The request body: pass it to the provider's client as it is. A
+    /// call's arguments are in it as they were written.
     #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
-    pub body: Value,
+    pub body: Box<RawValue>,
     pub budget: BudgetSummary,
     pub format: Format,
     pub notes: Vec<RenderNote>,
@@ -133,7 +138,6 @@ pub struct RenderResponse {
     pub plan_digest: String,
     pub plan_id: String,
     pub schema_version: u32,
-}
 }
 
 /// The text of the synthetic turn Anthropic gets ahead of a leading assistant turn.
@@ -199,9 +203,15 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
             .with_detail(json!({"violations": check.violations})));
         }
     }
+    // Anthropic holds arguments as JSON values: as they were written, not as parsed.
+    let text = match format {
+        Format::AnthropicMessages => anthropic::with_inputs_as_written(out, &turns)?,
+        _ => canonical::to_string(&out)?,
+    };
+    let body = RawValue::from_string(text).map_err(|e| KernelError::internal(format!("a rendered body does not read back: {e}")))?;
     Ok(RenderResponse {
         binding: plan.binding.clone(),
-        body: out,
+        body,
         budget: plan.budget.clone(),
         format,
         notes: r.notes,
