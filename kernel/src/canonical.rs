@@ -5,6 +5,9 @@
 //! in the bytewise order of their wire names and maps are `BTreeMap`s, so
 //! serde writes canonical JSON directly, without building a tree first; the
 //! tests re-encode every response through a sorted tree to hold that line.
+//! One thing in a response is the provider's own JSON, not the kernel's:
+//! a rendered Anthropic body's `tool_use` inputs keep their numbers as the
+//! call's arguments spelled them.
 //! Digests are `sha256:<64 hex>` over those bytes; ids are prefixes of
 //! digests, never random.
 

@@ -224,8 +224,13 @@ fn a_rendered_anthropic_input_is_its_arguments_as_written() {
         {"role": "tool", "tool_call_id": "call_1", "content": "ok"}],
         "tools": [{"type": "function", "function": {"name": "t", "parameters": {"type": "object"}}}]});
     let mut store = MemStore::default();
-    import(&mut store, "openai-chat", chat, 0).unwrap();
+    import(&mut store, "openai-chat", chat.clone(), 0).unwrap();
     assert!(rendered_text(&mut store, "anthropic-messages").contains(&format!(r#""input":{written}"#)));
+    // A number no float holds is refused where arguments come in, so no body says what its check did not read.
+    let mut huge = chat.clone();
+    huge["messages"][1]["tool_calls"][0]["function"]["arguments"] = json!(r#"{"a": 1e400}"#);
+    let e = import(&mut MemStore::default(), "openai-chat", huge, 0).unwrap_err();
+    assert!(e.message.contains("past a 64-bit float"), "{}", e.message);
     // A user who writes the marker gets a valid body; the inputs are then as parsed.
     for text in [r#""\u0000input 0""#, r#""\u0000input 7""#, r#"[{"type": "text", "text": "\u0000input 0"}]"#] {
         let mut store = MemStore::default();

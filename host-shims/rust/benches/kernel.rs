@@ -422,20 +422,27 @@ fn at_head(request: &str, seq: u64) -> String {
     request.replacen(r#""expectedHead":{"seq":0}"#, &format!(r#""expectedHead":{{"seq":{seq}}}"#), 1)
 }
 
+/// One call on a fresh store and kernel, 20 times, natively and through the
+/// component (its peak: the instance's linear memory).
+fn on_fresh(runtime: &ctxkernel_host::Runtime, command: ctxkernel::Command, request: &str) -> (Stats, Stats) {
+    let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
+        kernel.call(store, command, request).unwrap();
+    });
+    let mut peak = 0;
+    let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
+        kernel.call(command.name(), request).unwrap();
+        peak = peak.max(kernel.peak_memory_bytes());
+    });
+    (n, Stats { peak_bytes: peak, ..c })
+}
+
 fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
     let mut rows = Vec::new();
     for format in ["openai-chat", "openai-responses", "anthropic-messages"] {
         let whole = transcript(format, 2_000);
         let import = import_request(format, &whole);
-        let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
-            kernel.call(store, ctxkernel::Command::ImportMessages, &import).unwrap();
-        });
-        let mut peak = 0;
-        let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
-            kernel.call("import-messages", &import).unwrap();
-            peak = peak.max(kernel.peak_memory_bytes());
-        });
-        rows.push((format!("import a 2 000-message `{format}` transcript"), import.len(), n, Stats { peak_bytes: peak, ..c }));
+        let (n, c) = on_fresh(runtime, ctxkernel::Command::ImportMessages, &import);
+        rows.push((format!("import a 2 000-message `{format}` transcript"), import.len(), n, c));
 
         // The same items through `append-events`, as a host converting the messages itself would send them.
         let mut store = ctxkernel::store::MemStore::default();
@@ -451,15 +458,8 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
             item
         }).collect();
         let append = json!({"schemaVersion": 1, "sessionId": "bench", "expectedHead": {"seq": 0}, "now": NOW, "items": items}).to_string();
-        let n = fresh(20, || (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default()), |(store, kernel)| {
-            kernel.call(store, ctxkernel::Command::AppendEvents, &append).unwrap();
-        });
-        let mut peak = 0;
-        let c = fresh(20, || Component::with_runtime(runtime.clone(), MemoryStore::new()), |kernel| {
-            kernel.call("append-events", &append).unwrap();
-            peak = peak.max(kernel.peak_memory_bytes());
-        });
-        rows.push((format!("append-events of the same items (`{format}`)"), append.len(), n, Stats { peak_bytes: peak, ..c }));
+        let (n, c) = on_fresh(runtime, ctxkernel::Command::AppendEvents, &append);
+        rows.push((format!("append-events of the same items (`{format}`)"), append.len(), n, c));
 
         // The same history again, as a host re-sending it each turn: nothing is appended.
         let mut store = ctxkernel::store::MemStore::default();

@@ -43,11 +43,16 @@ pub const MAX_NESTING: usize = 96;
 /// its `input`, five levels down, and stays within [`MAX_NESTING`].
 pub const MAX_ARGUMENT_NESTING: usize = MAX_NESTING - 5;
 
-/// Whether `arguments` are JSON text nesting at most [`MAX_ARGUMENT_NESTING`]
-/// levels; the error says which they are not.
+/// Whether `arguments` are JSON text whose numbers a 64-bit float holds,
+/// nesting at most [`MAX_ARGUMENT_NESTING`] levels; the error says which
+/// they are not.
 pub fn check_arguments(arguments: &str) -> std::result::Result<(), String> {
     if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
         return Err("tool-call arguments must be JSON text".into());
+    }
+    // A provider body holds them as JSON values, as every number must read.
+    if serde_json::from_str::<serde_json::Value>(arguments).is_err_and(|e| e.to_string().starts_with("number out of range")) {
+        return Err("tool-call arguments hold a number past a 64-bit float's range".into());
     }
     // JSON text already: only strings hide brackets.
     let (mut depth, mut deepest, mut string, mut escaped) = (0usize, 0usize, false, false);

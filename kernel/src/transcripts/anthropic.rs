@@ -538,8 +538,8 @@ pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::
     let written: BTreeMap<&str, String> = turns
         .iter()
         .flat_map(|t| &t.calls)
+        .filter(|c| input_of(c).is_some())
         .filter_map(|c| Some((c.call_id.as_str(), ordered(serde_json::from_str::<&RawValue>(c.arguments.as_deref()?).ok()?, 0)?)))
-        .filter(|(_, text)| text.starts_with('{'))
         .collect();
     // Each input the text stands for, taken out for a marker: (text, value).
     let mut inputs = Vec::new();
@@ -587,8 +587,13 @@ pub fn id_ok(id: &str) -> bool {
     !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
 }
 
+/// A call's arguments as a `tool_use` input: an object, or none.
+fn input_of(call: &ToolCall) -> Option<Value> {
+    call.arguments.as_deref().and_then(|a| serde_json::from_str(a).ok()).filter(Value::is_object)
+}
+
 fn tool_use(call: &ToolCall) -> Value {
-    let input: Value = call.arguments.as_deref().and_then(|a| serde_json::from_str(a).ok()).filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let input = input_of(call).unwrap_or_else(|| json!({}));
     let mut block = json!({"type": "tool_use", "id": call.call_id, "name": call.name, "input": input});
     if let Some(cache) = &call.cache_control {
         block["cache_control"] = cache_json(cache);
