@@ -1405,6 +1405,11 @@ fn a_transcript_nests_no_deeper_than_its_records_can_hold() {
     let e = import(&mut store, "openai-chat", called(92), 0).unwrap_err();
     assert_eq!(e.detail["path"], json!("messages[1].tool_calls[0].function.arguments"), "{}", e.message);
     assert!(e.message.contains("nest deeper than 91 levels"), "{}", e.message);
+    // Brackets inside strings, escaped quotes and odd unicode nest nothing.
+    let bracketed = json!({"a": format!("{}\\\"{}\u{2028}\u{1f600}", "[{".repeat(200), "]}".repeat(3))}).to_string();
+    let mut quoted = called(1);
+    quoted["messages"][1]["tool_calls"][0]["function"]["arguments"] = json!(bracketed);
+    import(&mut MemStore::default(), "openai-chat", quoted, 0).unwrap();
     let mut deep = Conv::new();
     deep.push("message", "calling", json!({"role": "assistant", "trust": "verified",
         "toolCalls": [{"callId": "c1", "name": "t", "arguments": json!({"a": nested(91)}).to_string()}]}));

@@ -44,34 +44,26 @@ pub const MAX_NESTING: usize = 96;
 pub const MAX_ARGUMENT_NESTING: usize = MAX_NESTING - 5;
 
 /// Whether `arguments` are JSON text whose numbers a 64-bit float holds,
-/// nesting at most [`MAX_ARGUMENT_NESTING`] levels; the error says which
-/// they are not.
+/// nesting at most [`MAX_ARGUMENT_NESTING`] levels (a provider body holds
+/// them as JSON values); the error says which they are not.
 pub fn check_arguments(arguments: &str) -> std::result::Result<(), String> {
-    if serde_json::from_str::<serde::de::IgnoredAny>(arguments).is_err() {
-        return Err("tool-call arguments must be JSON text".into());
+    let too_deep = || format!("tool-call arguments nest deeper than {MAX_ARGUMENT_NESTING} levels");
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(value) if nesting(&value) > MAX_ARGUMENT_NESTING => Err(too_deep()),
+        Ok(_) => Ok(()),
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(too_deep()),
+        Err(e) if e.to_string().starts_with("number out of range") => Err("tool-call arguments hold a number past a 64-bit float's range".into()),
+        Err(_) => Err("tool-call arguments must be JSON text".into()),
     }
-    // A provider body holds them as JSON values, as every number must read.
-    if serde_json::from_str::<serde_json::Value>(arguments).is_err_and(|e| e.to_string().starts_with("number out of range")) {
-        return Err("tool-call arguments hold a number past a 64-bit float's range".into());
-    }
-    // JSON text already: only strings hide brackets.
-    let (mut depth, mut deepest, mut string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in arguments.as_bytes() {
-        match (string, escaped, b) {
-            (true, true, _) => escaped = false,
-            (true, false, b'\\') => escaped = true,
-            (true, false, b'"') | (false, _, b'"') => string = !string,
-            (false, _, b'[' | b'{') => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            (false, _, b']' | b'}') => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    match deepest > MAX_ARGUMENT_NESTING {
-        true => Err(format!("tool-call arguments nest deeper than {MAX_ARGUMENT_NESTING} levels")),
-        false => Ok(()),
+}
+
+/// How many arrays and objects deep a value nests.
+pub fn nesting(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
     }
 }
 

@@ -34,7 +34,7 @@ pub use render::{render, RenderNote, RenderPolicy, RenderRequest, RenderResponse
 pub use turns::{Format, Violation};
 pub use validate::{validate, ValidateRequest, ValidateResponse};
 
-use crate::contracts::{Part, PartKind, MAX_NESTING};
+use crate::contracts::{nesting, Part, PartKind, MAX_NESTING};
 use crate::error::{KernelError, Result};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -158,15 +158,6 @@ fn parse(text: &str, depth: usize, path: &str) -> Result<Value> {
     match depth + nesting(&value) > MAX_NESTING {
         true => Err(too_deep()),
         false => Ok(value),
-    }
-}
-
-/// How many arrays and objects deep a value nests.
-fn nesting(value: &Value) -> usize {
-    match value {
-        Value::Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
-        Value::Object(members) => 1 + members.values().map(nesting).max().unwrap_or(0),
-        _ => 0,
     }
 }
 
