@@ -1,7 +1,7 @@
 // The extension's commands, over the small part of the editor API they use,
 // so the same code runs inside VS Code and under a test with a fake editor.
 import type { ContextPlan, Provider } from 'ctxkernel' with { 'resolution-mode': 'import' };
-import type { ContextService } from './contextService';
+import type { ChatModel, ContextService } from './contextService';
 
 export interface Disposable {
   dispose(): unknown;
@@ -29,8 +29,14 @@ export function describePlan(plan: ContextPlan): string {
   );
 }
 
-/** Registers the four commands; each returns its result (for other extensions and tests). */
-export function registerCommands(editor: EditorApi, service: ContextService, provider?: Provider): Disposable[] {
+/** The models the commands call: the agent's chat model, and the summarizer compaction asks. */
+export interface Models {
+  chat?: ChatModel;
+  summarize?: Provider;
+}
+
+/** Registers the five commands; each returns its result (for other extensions and tests). */
+export function registerCommands(editor: EditorApi, service: ContextService, models: Models = {}): Disposable[] {
   // A kernel error carries a code the user can act on; show it rather than a stack.
   const guarded =
     <T>(run: (...args: any[]) => Promise<T> | T) =>
@@ -46,6 +52,17 @@ export function registerCommands(editor: EditorApi, service: ContextService, pro
 
   return [
     editor.commands.registerCommand(
+      'ctxkernel.ask',
+      guarded(async (question?: string) => {
+        if (!models.chat) throw new Error('no chat model is configured');
+        question ??= await editor.window.showInputBox({ prompt: 'Ask the agent' });
+        if (!question) return undefined;
+        const answer = await service.ask(question, models.chat, models.summarize);
+        await editor.window.showInformationMessage(answer.finished ? answer.text : `${answer.text}\n(stopped: the model still wanted tools)`);
+        return answer;
+      }),
+    ),
+    editor.commands.registerCommand(
       'ctxkernel.planContext',
       guarded(async () => {
         const plan = service.plan();
@@ -56,7 +73,7 @@ export function registerCommands(editor: EditorApi, service: ContextService, pro
     editor.commands.registerCommand(
       'ctxkernel.compact',
       guarded(async () => {
-        const receipt = await service.compact(provider);
+        const receipt = await service.compact(models.summarize);
         const record = receipt.compaction;
         const detail = record
           ? `${record.strategy}${record.degraded ? ' (degraded: the model failed)' : ''}, ` +

@@ -1,16 +1,32 @@
 // What the extension does with the kernel, free of the editor API so it can
 // be tested under plain Node. Every decision (what fits, what is kept, who
-// may remember or forget) is the kernel's; this class only shapes requests.
+// may remember or forget, what a request to the model holds) is the
+// kernel's; this class only shapes requests.
+//
+// The conversation is spoken in OpenAI Chat Completions messages. The
+// session lives in the kernel's store, so the service holds only the
+// messages not handed over yet and imports them as new turns
+// (`history: 'new'`); each model call sends the body the kernel renders.
 import type {
   CompactContextResponse,
-  ContextItem,
   ContextPlan,
   DeletionReceipt,
   Kernel,
   MemoryReceipt,
+  PlanRequest,
   Provider,
   RecallMemoryResponse,
+  RenderContextResponse,
 } from 'ctxkernel' with { 'resolution-mode': 'import' };
+import type {
+  ChatCompletion,
+  ChatCompletionAssistantMessageParam,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionFunctionTool,
+  ChatCompletionMessage,
+  ChatCompletionMessageParam,
+  ChatCompletionMessageToolCall,
+} from 'openai/resources/chat/completions';
 
 export interface ModelProfile {
   profile: string;
@@ -28,9 +44,50 @@ export interface ServiceOptions {
   /** Where planned context goes; the kernel admits only items allowed to reach it. */
   sink?: string;
   clock?: () => string;
+  /** The system prompt, sent as a `developer` message. */
+  instructions?: string;
+  /** The provider's model name in each request body. */
+  chatModel?: string;
+  /** The tools the model may call, by name. */
+  tools?: Record<string, Tool>;
+  /** Model calls one question may take before the agent stops asking (tool rounds included). */
+  maxSteps?: number;
+}
+
+/** The part of the OpenAI client the agent calls; `new OpenAI()` is one. */
+export interface ChatModel {
+  chat: { completions: { create(body: ChatCompletionCreateParamsNonStreaming): PromiseLike<ChatCompletion> } };
+}
+
+/** A tool the model may call: its definition as OpenAI takes it, and what runs it. */
+export interface Tool {
+  definition: ChatCompletionFunctionTool;
+  run(args: unknown): Promise<string> | string;
+}
+
+/** A rendered request whose body is typed as the OpenAI client takes it. */
+export type ChatRequest = Omit<RenderContextResponse, 'body'> & { body: ChatCompletionCreateParamsNonStreaming };
+
+export interface Answer {
+  /** The model's final text (or its refusal). */
+  text: string;
+  /** Every request body sent for this question, in order. */
+  requests: ChatRequest[];
+  /** False when the model still wanted tools after `maxSteps` calls. */
+  finished: boolean;
 }
 
 type Role = 'user' | 'assistant';
+
+/** The answer as a message to send back: the fields a request takes, arguments as the model wrote them. */
+function asParam(message: ChatCompletionMessage): ChatCompletionAssistantMessageParam {
+  return {
+    role: 'assistant',
+    content: message.content,
+    ...(message.refusal ? { refusal: message.refusal } : {}),
+    ...(message.tool_calls?.length ? { tool_calls: message.tool_calls } : {}),
+  };
+}
 
 export class ContextService {
   private head: number;
@@ -56,45 +113,91 @@ export class ContextService {
     }
   }
 
-  /** Appends one chat message to the session log. */
+  /** Appends one chat message to the session; returns the session's head. */
   record(role: Role, content: string): number {
-    const seq = this.head + 1;
-    const item: ContextItem = {
-      schemaVersion: 1,
-      itemId: `${this.options.sessionId}-${String(seq).padStart(6, '0')}`,
-      kind: 'message',
-      role,
-      content,
-      createdAt: this.clock(),
-      trust: role === 'assistant' ? 'verified' : 'user',
-      provenance: { origin: role === 'assistant' ? 'model' : 'user' },
-      sensitivity: 'internal',
-      allowedSinks: ['model:*', 'log'],
-      scope: 'session',
-      priority: 0,
-      pinned: false,
-      sourceRef: { kind: 'session', id: this.options.sessionId, seq },
-    };
-    const response = this.kernel.appendEvents({
+    this.hand([{ role, content }]);
+    return this.head;
+  }
+
+  /**
+   * Hands new messages to the kernel: the instructions and tool definitions
+   * go with them and are stored again only when they changed. Tool results
+   * may answer calls handed over earlier.
+   */
+  hand(messages: ChatCompletionMessageParam[]): void {
+    const instructions: ChatCompletionMessageParam[] = this.options.instructions ? [{ role: 'developer', content: this.options.instructions }] : [];
+    const tools = Object.values(this.options.tools ?? {}).map((t) => t.definition);
+    const response = this.kernel.importMessages({
       schemaVersion: 1,
       sessionId: this.options.sessionId,
       expectedHead: { seq: this.head },
-      items: [item],
       now: this.clock(),
+      format: 'openai-chat',
+      history: 'new',
+      sensitivity: 'internal',
+      allowedSinks: ['model:*', 'log'],
+      transcript: { messages: [...instructions, ...messages], ...(tools.length ? { tools } : {}) },
     });
     this.head = response.head.seq;
-    return this.head;
+  }
+
+  private planRequest(): PlanRequest {
+    return { schemaVersion: 1, sessionId: this.options.sessionId, model: this.options.model, sink: this.sink, now: this.clock() };
   }
 
   /** The context of the next model call under the model's window. */
   plan(): ContextPlan {
-    return this.kernel.planContext({
+    return this.kernel.planContext(this.planRequest());
+  }
+
+  /** The next model call's request body, rendered by the kernel from the same plan. */
+  request(): ChatRequest {
+    const rendered = this.kernel.renderContext({
       schemaVersion: 1,
-      sessionId: this.options.sessionId,
-      model: this.options.model,
-      sink: this.sink,
-      now: this.clock(),
+      format: 'openai-chat',
+      plan: this.planRequest(),
+      policy: { model: this.options.chatModel ?? 'gpt-4.1', instructions: 'developer' },
     });
+    return rendered as unknown as ChatRequest;
+  }
+
+  /**
+   * One question to the model: model calls until it stops asking for tools,
+   * each sent the body the kernel renders. With a summarizer, the session is
+   * compacted first whenever its conversation no longer fits the window.
+   */
+  async ask(question: string, model: ChatModel, summarize?: Provider): Promise<Answer> {
+    let turn: ChatCompletionMessageParam[] = [{ role: 'user', content: question }];
+    const requests: ChatRequest[] = [];
+    const maxSteps = this.options.maxSteps ?? 8;
+    for (;;) {
+      this.hand(turn);
+      turn = [];
+      if (summarize && this.plan().dropped.some((d) => d.reason === 'budget-exhausted' || d.reason === 'partition-ceiling')) {
+        await this.compact(summarize);
+      }
+      const request = this.request();
+      requests.push(request);
+      const message = (await model.chat.completions.create(request.body)).choices[0].message;
+      turn.push(asParam(message));
+      const calls = message.tool_calls ?? [];
+      if (!calls.length || requests.length >= maxSteps) {
+        this.hand(turn);
+        return { text: message.content ?? message.refusal ?? '', requests, finished: !calls.length };
+      }
+      for (const call of calls) turn.push({ role: 'tool', tool_call_id: call.id, content: await this.run(call) });
+    }
+  }
+
+  /** A call's result as the model reads it; a failing or unknown tool is an error it can read too. */
+  private async run(call: ChatCompletionMessageToolCall): Promise<string> {
+    const tool = call.type === 'function' ? this.options.tools?.[call.function.name] : undefined;
+    if (!tool || call.type !== 'function') return `error: no tool named ${call.type === 'function' ? call.function.name : call.custom.name}`;
+    try {
+      return await tool.run(JSON.parse(call.function.arguments));
+    } catch (error) {
+      return `error: ${error instanceof Error ? error.message : String(error)}`;
+    }
   }
 
   /** Compacts the session; with a provider the summary is the model's, else the kernel's own. */

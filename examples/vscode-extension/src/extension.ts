@@ -1,20 +1,45 @@
 // The VS Code entry point: open the workspace's store, build the service,
-// register the commands. The summarizer is whatever chat model VS Code offers.
+// register the commands. The agent talks to OpenAI Chat Completions (the
+// key from OPENAI_API_KEY); the summarizer is whatever chat model VS Code offers.
 import * as vscode from 'vscode';
+import OpenAI from 'openai';
 import { load } from 'ctxkernel';
 import type { Provider } from 'ctxkernel' with { 'resolution-mode': 'import' };
 import { registerCommands } from './commands';
-import { ContextService } from './contextService';
+import { ContextService, type Tool } from './contextService';
+
+/** Reads a file of the workspace for the model, by a path relative to its root. */
+function readFileTool(root: vscode.Uri): Tool {
+  return {
+    definition: {
+      type: 'function',
+      function: {
+        name: 'read_file',
+        description: 'Reads a file of the workspace.',
+        parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+      },
+    },
+    async run(args) {
+      const path = (args as { path?: unknown }).path;
+      if (typeof path !== 'string' || path.split(/[\\/]/).includes('..')) throw new Error('path must be a relative path inside the workspace');
+      return new TextDecoder().decode(await vscode.workspace.fs.readFile(vscode.Uri.joinPath(root, path)));
+    },
+  };
+}
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const { Kernel, SqliteStore, ProviderOutcomeUnknown } = await load();
   await vscode.workspace.fs.createDirectory(context.globalStorageUri);
   const store = await SqliteStore.open(vscode.Uri.joinPath(context.globalStorageUri, 'ctxkernel.sqlite').fsPath);
-  const workspace = (vscode.workspace.workspaceFolders?.[0]?.name ?? 'default').replace(/[^A-Za-z0-9._-]/g, '-');
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  const workspace = (folder?.name ?? 'default').replace(/[^A-Za-z0-9._-]/g, '-');
   const service = new ContextService(new Kernel(store), {
     sessionId: `vscode-${workspace}`,
     workspace,
-    model: { profile: 'vscode-chat-128k', window: 131_072, reservedOutput: 8_192, safetyMargin: 2_048 },
+    model: { profile: 'gpt-4.1-128k', window: 131_072, reservedOutput: 8_192, safetyMargin: 2_048 },
+    chatModel: 'gpt-4.1',
+    instructions: `You are a coding agent working in the ${workspace} workspace. Read files before you change them.`,
+    tools: folder ? { read_file: readFileTool(folder.uri) } : {},
   });
 
   // A failed request is a failed call; a cancelled or broken stream may have
@@ -36,7 +61,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     return { text, usage: { inputTokens, outputTokens: await model.countTokens(text) } };
   };
 
-  context.subscriptions.push(...registerCommands(vscode, service, summarize), { dispose: () => store.close() });
+  const chat = process.env.OPENAI_API_KEY ? new OpenAI() : undefined;
+  context.subscriptions.push(...registerCommands(vscode, service, { chat, summarize }), { dispose: () => store.close() });
 }
 
 export function deactivate(): void {}

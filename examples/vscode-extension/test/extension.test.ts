@@ -6,9 +6,10 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { load } from 'ctxkernel';
-import type { CompactContextResponse, ContextPlan, DeletionReceipt, RecallMemoryResponse } from 'ctxkernel' with { 'resolution-mode': 'import' };
+import type { CompactContextResponse, ContextPlan, DeletionReceipt, Kernel, Provider, RecallMemoryResponse } from 'ctxkernel' with { 'resolution-mode': 'import' };
+import type { ChatCompletion, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageToolCall } from 'openai/resources/chat/completions';
 import { describePlan, registerCommands, type EditorApi } from '../src/commands';
-import { ContextService } from '../src/contextService';
+import { ContextService, type Answer, type ChatModel, type Tool } from '../src/contextService';
 
 class FakeEditor implements EditorApi {
   readonly handlers = new Map<string, (...args: any[]) => unknown>();
@@ -34,27 +35,160 @@ class FakeEditor implements EditorApi {
 let minute = 0;
 const clock = () => new Date(Date.UTC(2026, 5, 1, 9, minute++)).toISOString().replace('.000', '');
 
-async function setup() {
+const FILES: Record<string, string> = {
+  'src/cart.ts': 'export const total = (items: Item[]) => items.reduce((sum, i) => sum + i.price * i.qty, 0);\n',
+  'src/coupon.ts': 'export const applyCoupon = (total: number, pct: number) => Math.round(total * (1 - pct / 100));\n',
+};
+
+const readFile: Tool = {
+  definition: {
+    type: 'function',
+    function: { name: 'read_file', description: 'Reads a file of the workspace.', parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] } },
+  },
+  run: (args) => {
+    const text = FILES[(args as { path: string }).path];
+    if (text === undefined) throw new Error('no such file');
+    return text;
+  },
+};
+
+/**
+ * Answers a Chat Completions body as the model would: every file the latest
+ * user message names and no tool has read yet, read in one parallel group
+ * (arguments spelled as a model may spell them); else a text reply. Every
+ * body it is sent is checked by the kernel's validator first.
+ */
+class ScriptedChat implements ChatModel {
+  readonly bodies: ChatCompletionCreateParamsNonStreaming[] = [];
+  readonly violations: unknown[] = [];
+  readonly written = new Map<string, string>();
+  constructor(private readonly kernel: Kernel) {}
+  chat = {
+    completions: {
+      create: async (body: ChatCompletionCreateParamsNonStreaming): Promise<ChatCompletion> => {
+        this.bodies.push(body);
+        const verdict = this.kernel.validateRequest({ schemaVersion: 1, format: 'openai-chat', body: body as unknown as Record<string, unknown> });
+        this.violations.push(...verdict.violations);
+        const last = body.messages.at(-1)!;
+        const userText = [...body.messages].reverse().find((m) => m.role === 'user')?.content;
+        const named = typeof userText === 'string' && last.role === 'user' ? Object.keys(FILES).filter((f) => userText.includes(f)) : [];
+        const n = this.bodies.length;
+        const calls: ChatCompletionMessageToolCall[] = named.map((path, k) => {
+          const id = `call_${n}_${k}`;
+          const args = `{"path":  "${path}", "why": "coupon r\u00e9sum\u00e9 ☕", "n": 1.50}`;
+          this.written.set(id, args);
+          return { id, type: 'function', function: { name: 'read_file', arguments: args } };
+        });
+        const text = last.role === 'tool' ? `I read ${String(last.content).length} characters; the rounding happens before the discount.` : `Noted (${n}).`;
+        const message = calls.length ? { role: 'assistant' as const, content: null, refusal: null, tool_calls: calls } : { role: 'assistant' as const, content: text, refusal: null };
+        return { id: `chatcmpl-${n}`, object: 'chat.completion', created: 0, model: body.model, choices: [{ index: 0, finish_reason: calls.length ? 'tool_calls' : 'stop', logprobs: null, message }] };
+      },
+    },
+  };
+}
+
+const summarizer = (summaries: string[]): Provider => async (request) => {
+  summaries.push(request.messages.map((m) => m.content).join('\n'));
+  return { text: 'The user and the agent fixed the checkout totals; tests pass.', usage: { inputTokens: 3000, outputTokens: 14 } };
+};
+
+async function setup(sessionId = 'vscode-shop') {
   const { Kernel, SqliteStore } = await load();
   const store = await SqliteStore.open(join(mkdtempSync(join(tmpdir(), 'ctxk-vscode-')), 'ctxkernel.sqlite'));
-  const service = new ContextService(new Kernel(store), {
-    sessionId: 'vscode-shop',
+  const kernel = new Kernel(store);
+  const service = new ContextService(kernel, {
+    sessionId,
     workspace: 'shop',
     model: { profile: 'test-4k', window: 4096, reservedOutput: 512, safetyMargin: 128 },
     clock,
+    instructions: 'You are a coding agent in the shop workspace.',
+    tools: { read_file: readFile },
   });
   const editor = new FakeEditor();
   const summaries: string[] = [];
-  const disposables = registerCommands(editor, service, async (request) => {
-    summaries.push(request.messages.map((m) => m.content).join('\n'));
-    return { text: 'The user and the agent fixed the checkout totals; tests pass.', usage: { inputTokens: 3000, outputTokens: 14 } };
-  });
-  return { service, editor, store, summaries, disposables };
+  const chat = new ScriptedChat(kernel);
+  const disposables = registerCommands(editor, service, { chat, summarize: summarizer(summaries) });
+  return { service, editor, store, summaries, disposables, chat };
 }
 
-test('the four commands are registered and disposable', async () => {
+test('asking runs the parallel calls the model makes and sends it the bodies the kernel renders, arguments as written', async () => {
+  const { editor, store, chat } = await setup();
+  const answer = await editor.run<Answer>('ctxkernel.ask', 'The total is wrong with a coupon: read src/cart.ts and src/coupon.ts.');
+  assert.equal(answer.finished, true);
+  assert.match(editor.shown.at(-1)!, /rounding happens before the discount/);
+  assert.equal(answer.requests.length, 2, 'one call that asks for tools, one that answers');
+  assert.deepEqual(chat.violations, []);
+  const body = chat.bodies[1];
+  assert.equal(body.model, 'gpt-4.1');
+  assert.deepEqual(body.tools, [readFile.definition]);
+  assert.deepEqual(body.messages.map((m) => m.role), ['developer', 'user', 'assistant', 'tool', 'tool']);
+  assert.equal(body.messages[0].content, 'You are a coding agent in the shop workspace.');
+  const calls = (body.messages[2] as { tool_calls: ChatCompletionMessageToolCall[] }).tool_calls;
+  assert.equal(calls.length, 2);
+  for (const call of calls) assert.equal(call.type === 'function' && call.function.arguments, chat.written.get(call.id), 'arguments byte for byte');
+  assert.deepEqual(body.messages.slice(3).map((m) => [m.role === 'tool' && m.tool_call_id, m.content]), [
+    [calls[0].id, FILES['src/cart.ts']],
+    [calls[1].id, FILES['src/coupon.ts']],
+  ]);
+  store.close();
+});
+
+test('a long conversation with tool rounds stays valid under the window, compacted by the summarizer', async () => {
+  const { service, store, chat, summaries } = await setup();
+  const summarize = summarizer(summaries);
+  for (let turn = 0; turn < 40; turn++) {
+    const question = turn % 4 === 0 ? `Turn ${turn}: read src/coupon.ts and src/cart.ts again.` : `Turn ${turn}: keep the rounding rule in mind. ${'The coupon applies before tax, and totals round half up. '.repeat(6)}`;
+    const answer = await service.ask(question, chat, summarize);
+    assert.equal(answer.finished, true);
+    const last = answer.requests.at(-1)!;
+    assert.ok(last.budget.used <= last.budget.input);
+    const user = [...last.body.messages].reverse().find((m) => m.role === 'user');
+    assert.equal(user?.content, question, 'the question is in every body that answers it');
+  }
+  assert.deepEqual(chat.violations, [], 'every body the model was sent is valid');
+  assert.ok(summaries.length > 0, 'the conversation outgrew 4k and was compacted');
+  store.close();
+});
+
+test('a window opened again continues the session from the store', async () => {
+  const { service, store, chat } = await setup('vscode-restart');
+  await service.ask('Remember that the coupon rounds down. What is 2 + 2?', chat);
+  const { Kernel } = await load();
+  const reopened = new ContextService(new Kernel(store), { ...service.options });
+  const answer = await reopened.ask('And what did I say about coupons?', chat);
+  const texts = answer.requests[0].body.messages.map((m) => m.content);
+  assert.ok(texts.includes('Remember that the coupon rounds down. What is 2 + 2?'));
+  assert.ok(texts.includes('Noted (1).'), 'the earlier answer is in the session');
+  assert.deepEqual(chat.violations, []);
+  store.close();
+});
+
+test('a tool that fails or does not exist answers with an error the model reads, and the body stays valid', async () => {
+  const { service, store, chat } = await setup('vscode-tools');
+  const failing = new ContextService(service.kernel, { ...service.options, tools: { read_file: { ...readFile, run: () => { throw new Error('disk on fire'); } } } });
+  await failing.ask('read src/cart.ts please', chat);
+  const bare = new ContextService(service.kernel, { ...service.options, tools: {} });
+  const answer = await bare.ask('now read src/coupon.ts', chat);
+  const results = chat.bodies.flatMap((b) => b.messages.filter((m) => m.role === 'tool').map((m) => m.content));
+  assert.ok(results.includes('error: disk on fire'));
+  assert.ok(results.includes('error: no tool named read_file'));
+  assert.equal(answer.finished, true);
+  assert.deepEqual(chat.violations, []);
+  store.close();
+});
+
+test('asking without a chat model is an error message, not an exception', async () => {
+  const { service, store } = await setup();
+  const editor = new FakeEditor();
+  registerCommands(editor, service);
+  assert.equal(await editor.run('ctxkernel.ask', 'hello?'), undefined);
+  assert.match(editor.errors.at(-1)!, /no chat model/);
+  store.close();
+});
+
+test('the five commands are registered and disposable', async () => {
   const { editor, disposables, store } = await setup();
-  assert.deepEqual([...editor.handlers.keys()].sort(), ['ctxkernel.compact', 'ctxkernel.forget', 'ctxkernel.planContext', 'ctxkernel.recall']);
+  assert.deepEqual([...editor.handlers.keys()].sort(), ['ctxkernel.ask', 'ctxkernel.compact', 'ctxkernel.forget', 'ctxkernel.planContext', 'ctxkernel.recall']);
   disposables.forEach((d) => d.dispose());
   assert.equal(editor.handlers.size, 0);
   store.close();
