@@ -179,10 +179,22 @@ fn tool_calls_and_results_travel_together() {
     let at = |id: &str| order.iter().position(|k| *k == id).unwrap();
     assert_eq!((at(&ra), at(&rb)), (at(&call) + 1, at(&call) + 2), "results follow their call");
 
+    // Too tight for the results: the call stays, its results as placeholders.
     let tight = plan(&conv.items, 700).unwrap();
     let reasons: Vec<String> = [&call, &ra, &rb].iter().map(|id| reason_of(&tight, id)).collect();
-    assert!(reasons.iter().all(|r| r.starts_with("drop:")), "{reasons:?}");
-    assert!(reasons.windows(2).all(|w| w[0] == w[1]), "dropped as one: {reasons:?}");
+    assert!(reasons.iter().all(|r| r == "keep:selected"), "{reasons:?}");
+    assert!([&ra, &rb].iter().all(|id| tight.context.iter().any(|p| &&p.item_id == id && p.shrunk.is_some())));
+    // Tighter still, or with shrinking off: dropped as one.
+    let mut req = request(&conv.items, 700);
+    let mut policy = serde_json::to_value(PlanPolicy::default()).unwrap();
+    policy["toolResults"] = json!("drop");
+    req["policy"] = policy;
+    let whole: ctxkernel::planner::ContextPlan = serde_json::from_value(plan_value(&req).unwrap()).unwrap();
+    for tight in [plan(&conv.items, 150).unwrap(), whole] {
+        let reasons: Vec<String> = [&call, &ra, &rb].iter().map(|id| reason_of(&tight, id)).collect();
+        assert!(reasons.iter().all(|r| r.starts_with("drop:")), "{reasons:?}");
+        assert!(reasons.windows(2).all(|w| w[0] == w[1]), "dropped as one: {reasons:?}");
+    }
 }
 
 #[test]
@@ -214,7 +226,9 @@ fn unsettled_calls_are_kept_and_never_given_an_outcome() {
     assert_eq!(reason_of(&plan, &missing), "keep:unsettled-tool-call");
     assert_eq!(reason_of(&plan, &unknown), "keep:unsettled-tool-call");
     assert_eq!(reason_of(&plan, &unknown_result), "keep:unsettled-tool-call");
-    assert!(reason_of(&plan, &settled).starts_with("drop:"));
+    // A settled call is not held: dropped, or kept with its result shrunk to fit.
+    let settled_result = plan.context.iter().position(|p| p.item_id == settled).map(|at| &plan.context[at + 1]);
+    assert!(settled_result.is_none_or(|r| r.keep == ctxkernel::planner::KeepReason::Selected && r.shrunk.is_some()), "{settled_result:?}");
     let pending: Vec<(String, String)> = plan
         .pending_tool_calls
         .iter()
@@ -441,4 +455,113 @@ fn a_plan_digest_is_taken_over_its_decisions() {
     let digest = ctxkernel::canonical::digest_bytes(serde_json::to_string(&form).unwrap().as_bytes());
     assert_eq!(plan["digest"], digest);
     assert!(!plan["pendingToolCalls"].as_array().unwrap().is_empty());
+}
+
+/// A session whose older tool exchange holds a result too large for what is
+/// left: a parallel call answered by a big result and a small one.
+fn big_exchange() -> (Conv, [String; 4]) {
+    let mut conv = Conv::new();
+    conv.user("Look at both logs.");
+    let call = conv.call("Reading both.", &["c_big", "c_small"]);
+    let big = conv.result("c_big", &words(3_000), "success");
+    let small = conv.result("c_small", "ok", "success");
+    conv.assistant(&words(200));
+    let last = conv.user("What did they say?");
+    (conv, [call, big, small, last])
+}
+
+#[test]
+fn an_exchange_too_large_keeps_its_call_with_its_large_result_shown_as_a_placeholder() {
+    let (conv, [call, big, small, last]) = big_exchange();
+    let plan = plan(&conv.items, 2_000).unwrap();
+    let ids = kept(&plan);
+    for id in [&call, &big, &small, &last] {
+        assert!(ids.contains(&id.as_str()), "{id} is kept: {ids:?}");
+    }
+    assert!(plan.budget.used <= plan.budget.input);
+    let placeholder = plan.context.iter().find(|p| p.item_id == big).unwrap();
+    let original = conv.items.iter().find(|i| i["itemId"] == big.as_str()).unwrap();
+    let digest = ctxkernel::canonical::digest_bytes(original["content"].as_str().unwrap().as_bytes());
+    let shrunk = placeholder.shrunk.as_ref().expect("the large result is shrunk");
+    assert_eq!(shrunk.digest, digest);
+    assert!(shrunk.tokens > 3_000, "{}", shrunk.tokens);
+    let text = placeholder.item.content.as_deref().unwrap();
+    assert!(text.contains(&digest) && text.contains(&shrunk.tokens.to_string()), "{text}");
+    assert!(placeholder.tokens < 60, "the placeholder costs {} tokens", placeholder.tokens);
+    assert_eq!(placeholder.item.digest.as_deref(), Some(ctxkernel::canonical::digest_bytes(text.as_bytes()).as_str()));
+    // Same call, outcome, sensitivity and sinks: a placeholder widens nothing.
+    assert_eq!(placeholder.item.tool_result.as_ref().unwrap().call_id, "c_big");
+    assert_eq!(serde_json::to_value(&placeholder.item.sensitivity).unwrap(), original["sensitivity"]);
+    assert_eq!(placeholder.item.allowed_sinks, vec!["model:*".to_string()]);
+    // A result smaller than a placeholder stays as it is.
+    let small = plan.context.iter().find(|p| p.item_id == small).unwrap();
+    assert!(small.shrunk.is_none());
+    assert_eq!(small.item.content.as_deref(), Some("ok"));
+}
+
+#[test]
+fn a_policy_may_drop_such_an_exchange_whole_and_a_value_it_does_not_know_is_refused() {
+    let (conv, [call, big, small, _]) = big_exchange();
+    let mut req = request(&conv.items, 2_000);
+    let mut policy = serde_json::to_value(PlanPolicy::default()).unwrap();
+    policy["toolResults"] = json!("drop");
+    req["policy"] = policy.clone();
+    let dropped: ctxkernel::planner::ContextPlan = serde_json::from_value(plan_value(&req).unwrap()).unwrap();
+    for id in [&call, &big, &small] {
+        assert!(reason_of(&dropped, id).starts_with("drop:"), "{id}: {}", reason_of(&dropped, id));
+    }
+    assert!(dropped.context.iter().all(|p| p.shrunk.is_none()));
+    // The default is shrinking, and the default policy's digest is what it was without the field.
+    let default = plan(&conv.items, 2_000).unwrap();
+    assert_ne!(default.digest, dropped.digest);
+    assert_ne!(default.binding.policy_digest, dropped.binding.policy_digest);
+    assert!(serde_json::to_value(PlanPolicy::default()).unwrap().get("toolResults").is_none());
+    policy["toolResults"] = json!("summarize");
+    req["policy"] = policy;
+    let err = plan_value(&req).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("toolResults") || err.message.contains("summarize"), "{}", err.message);
+}
+
+#[test]
+fn an_exchange_that_does_not_fit_even_shrunk_is_dropped_whole_and_must_keep_results_never_shrink() {
+    // The call itself is larger than the window's share: nothing to shrink it to.
+    let mut conv = Conv::new();
+    conv.user("go");
+    let call = conv.call(&words(3_000), &["c1"]);
+    let result = conv.result("c1", &words(3_000), "success");
+    conv.user("and now?");
+    let dropped = plan(&conv.items, 2_000).unwrap();
+    assert!(reason_of(&dropped, &call).starts_with("drop:") && reason_of(&dropped, &result).starts_with("drop:"));
+    // The latest exchange, still pending, is must-keep: kept whole or refused, never shrunk.
+    let mut conv = Conv::new();
+    conv.user("go");
+    conv.call("", &["c1"]);
+    conv.result("c1", &words(1_500), "pending");
+    let pending = plan(&conv.items, 4_000).unwrap();
+    assert!(pending.context.iter().all(|p| p.shrunk.is_none()));
+}
+
+#[test]
+fn older_exchanges_shrink_while_the_newest_stay_whole() {
+    let mut conv = Conv::new();
+    let mut results = Vec::new();
+    for n in 0..12 {
+        conv.user(&format!("step {n}"));
+        let id = format!("c{n}");
+        conv.call("", &[id.as_str()]);
+        results.push(conv.result(&id, &words(400), "success"));
+    }
+    conv.user("summarize");
+    let plan = plan(&conv.items, 3_000).unwrap();
+    // Newest first: whole (2), then shrunk (1), then dropped (0); never back up.
+    let states: Vec<u8> = results
+        .iter()
+        .rev()
+        .map(|id| plan.context.iter().find(|p| &p.item_id == id).map_or(0, |p| if p.shrunk.is_some() { 1 } else { 2 }))
+        .collect();
+    assert_eq!(states[0], 2, "the newest result is whole: {states:?}");
+    assert!(states.contains(&1), "older results are shrunk: {states:?}");
+    assert!(states.windows(2).all(|w| w[0] >= w[1]), "{states:?}");
+    assert!(plan.budget.used <= plan.budget.input);
 }

@@ -843,6 +843,36 @@ fn the_render_is_bound_to_the_plan_plan_context_gives() {
     }
 }
 
+#[test]
+fn a_result_too_large_for_the_window_renders_as_a_placeholder_and_its_call_keeps_its_pair() {
+    let log = words(3_000);
+    let transcript = json!({"messages": [
+        {"role": "user", "content": "Why did the build fail?"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_log", "type": "function", "function": {"name": "read_log", "arguments": "{\"job\": 7}"}}]},
+        {"role": "tool", "tool_call_id": "call_log", "content": log},
+        {"role": "assistant", "content": "The linker ran out of memory."},
+        {"role": "user", "content": "And how do we fix it?"},
+    ], "tools": [{"type": "function", "function": {"name": "read_log", "parameters": {"type": "object"}}}]});
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", transcript, 0).unwrap();
+    let digest = ctxkernel::canonical::digest_bytes(log.as_bytes());
+    for format in FORMATS {
+        let r = render(&mut store, format, 3_000, json!({})).unwrap();
+        assert_eq!(validate(format, &r["body"])["valid"], true, "{format}: {:#}", r["body"]);
+        let body = r["body"].to_string();
+        assert!(body.contains("call_log") && body.contains("read_log"), "{format}: the call stays: {body}");
+        assert!(body.contains(&format!("content {digest}")), "{format}: the placeholder names the digest: {body}");
+        assert!(!body.contains(&log[..200]), "{format}: the result itself is left out");
+        let note = r["notes"].as_array().unwrap().iter().find(|n| n["action"] == "shrunk-result").cloned();
+        assert!(note.is_some_and(|n| n["detail"].as_str().unwrap().contains(&digest)), "{format}: {:#}", r["notes"]);
+        // A window that holds it all renders the result whole.
+        let whole = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert!(whole["body"].to_string().contains(&log[..200]));
+        assert!(!whole["notes"].as_array().unwrap().iter().any(|n| n["action"] == "shrunk-result"));
+    }
+}
+
 /// Items appended as a host would, for the cases a transcript cannot say.
 fn append(store: &mut MemStore, items: &[Value]) {
     let seq = head(store)["seq"].as_u64().unwrap_or(0);

@@ -8,6 +8,7 @@ use crate::error::{KernelError, Result};
 use crate::session::Candidate;
 use std::rc::Rc;
 use super::BP;
+use super::shrink::ToolResults;
 
 /// The largest model window accepted, in tokens.
 pub const MAX_WINDOW: u64 = 16_000_000;
@@ -58,6 +59,10 @@ pub struct PlanPolicy {
     /// Most candidate items one plan considers.
     pub max_items: u32,
     pub partitions: PartitionPolicy,
+    /// A tool exchange that does not fit whole: its results shrunk to
+    /// placeholders (`shrink`, the default) or the exchange dropped.
+    #[serde(default, skip_serializing_if = "ToolResults::is_default")]
+    pub tool_results: ToolResults,
     pub version: String,
 }
 }
@@ -82,6 +87,7 @@ impl Default for PlanPolicy {
             max_items: 100_000,
             max_item_bytes: 1 << 20,
             item_overhead_tokens: 4,
+            tool_results: ToolResults::Shrink,
         }
     }
 }

@@ -9,8 +9,12 @@ use serde_json::json;
 use std::cmp::Reverse;
 use super::BP;
 use super::admit::PlanPolicy;
+use super::shrink::{self, ToolResults};
 use super::output::{DropReason, KeepReason};
 use super::units::{Decision, Entry, Unit};
+
+/// A unit's cost per partition, or why it does not fit and which partition is full.
+type Verdict = Result<[u64; 7], (DropReason, Partition)>;
 
 /// The token accounts of one plan, per partition (indexed by `Partition as usize`).
 pub(super) struct Budget<'p> {
@@ -92,9 +96,11 @@ impl<'p> Budget<'p> {
 
     /// Greedy selection, partition by partition in allocation order: units by
     /// priority, kind, then newest first, each spending its partition's held
-    /// minimum before the shared pool, never past a partition's ceiling.
+    /// minimum before the shared pool, never past a partition's ceiling. A
+    /// tool exchange that does not fit whole is tried with its results shrunk
+    /// (see `shrink`) before it is dropped.
     #[inline(never)]
-    pub(super) fn select(&mut self, units: &[Unit], entries: &mut [Entry]) {
+    pub(super) fn select(&mut self, units: &[Unit], entries: &mut [Entry], candidates: &[Candidate]) {
         // Each partition's undecided units, highest priority first, then by
         // kind, then newest first. Anchors are unique, so the keys are too.
         let mut by_partition: [Vec<(Reverse<i32>, ItemKind, Reverse<usize>, usize)>; 7] = Default::default();
@@ -112,28 +118,25 @@ impl<'p> Budget<'p> {
                 let verdict = if cut {
                     Err((DropReason::HistoryCutoff, p))
                 } else {
-                    let mut cost = [0u64; 7];
-                    for i in unit.members() {
-                        cost[entries[i].facts.partition as usize] += entries[i].tokens;
+                    let cost = cost_of(unit.members().map(|i| (i, entries[i].tokens)), entries);
+                    match self.fits(&cost, &ceilings, own, p) {
+                        Err(_) if self.policy.tool_results == ToolResults::Shrink && !unit.results.is_empty() => {
+                            self.fits_shrunk(unit, entries, candidates, &ceilings, own, p)
+                        }
+                        verdict => verdict.map(|()| cost),
                     }
-                    let total: u64 = cost.iter().sum();
-                    let over = |q: usize| cost[q] > 0 && self.used[q] + cost[q] > ceilings[q];
-                    if let Some(q) = PARTITIONS.into_iter().find(|q| over(*q as usize)) {
-                        Err((DropReason::PartitionCeiling, q))
-                    } else if total > own + self.pool {
-                        Err((DropReason::BudgetExhausted, p))
-                    } else {
+                };
+                let decision = match verdict {
+                    Ok(cost) => {
+                        let total: u64 = cost.iter().sum();
                         let from_own = total.min(own);
                         own -= from_own;
                         self.pool -= total - from_own;
                         for (used, cost) in self.used.iter_mut().zip(cost) {
                             *used += cost;
                         }
-                        Ok(())
+                        Decision::Keep(KeepReason::Selected)
                     }
-                };
-                let decision = match verdict {
-                    Ok(()) => Decision::Keep(KeepReason::Selected),
                     Err((reason, full)) => {
                         // Conversation history stays contiguous: once the conversation
                         // (or the whole budget) is full, older turns follow. A tool
@@ -150,6 +153,48 @@ impl<'p> Budget<'p> {
             self.pool += own;
         }
     }
+
+    /// Whether `unit` fits with each result larger than its placeholder
+    /// shrunk to it; if so, those results are marked shrunk and the unit's
+    /// cost is returned.
+    #[inline(never)]
+    fn fits_shrunk(&self, unit: &Unit, entries: &mut [Entry], candidates: &[Candidate], ceilings: &[u64; 7], own: u64, p: Partition) -> Verdict {
+        let overhead = u64::from(self.policy.item_overhead_tokens);
+        let less: Vec<(usize, Option<u64>)> =
+            unit.results.iter().map(|&i| (i, shrink::shrunk_tokens(&candidates[i], entries[i].tokens, overhead))).collect();
+        let tokens = |&(i, less): &(usize, Option<u64>)| (i, less.unwrap_or(entries[i].tokens));
+        let cost = cost_of(std::iter::once((unit.anchor, entries[unit.anchor].tokens)).chain(less.iter().map(tokens)), entries);
+        self.fits(&cost, ceilings, own, p)?;
+        for (i, less) in less.into_iter().filter_map(|(i, less)| Some((i, less?))) {
+            entries[i].shrunk_from = Some(entries[i].tokens);
+            entries[i].tokens = less;
+        }
+        Ok(cost)
+    }
+
+    /// Whether a unit costing `cost` (tokens per partition) fits partition
+    /// `p`'s own share and the pool, within every ceiling; else the drop
+    /// reason and the partition that is full.
+    fn fits(&self, cost: &[u64; 7], ceilings: &[u64; 7], own: u64, p: Partition) -> Result<(), (DropReason, Partition)> {
+        let total: u64 = cost.iter().sum();
+        let over = |q: usize| cost[q] > 0 && self.used[q] + cost[q] > ceilings[q];
+        if let Some(q) = PARTITIONS.into_iter().find(|q| over(*q as usize)) {
+            Err((DropReason::PartitionCeiling, q))
+        } else if total > own + self.pool {
+            Err((DropReason::BudgetExhausted, p))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Tokens per partition of members (entry index, tokens).
+fn cost_of(members: impl Iterator<Item = (usize, u64)>, entries: &[Entry]) -> [u64; 7] {
+    let mut cost = [0u64; 7];
+    for (i, tokens) in members {
+        cost[entries[i].facts.partition as usize] += tokens;
+    }
+    cost
 }
 
 /// The `context-over-budget` refusal: what the must-keep set needs, per

@@ -24,6 +24,8 @@
 //! - `must_keep` — what is never dropped for tokens, and why
 //! - `budget` — minimums held, greedy selection under ceilings; the
 //!   budget's drop reasons (ceiling, exhausted, history cut-off)
+//! - `shrink` — a tool exchange that does not fit whole, kept with its
+//!   results as placeholders naming their size and digest
 //! - `order` — kept items in prompt order, dropped items in transcript order
 //! - `digest` — the recovery block (counted before the budget is spent),
 //!   the plan bound, assembled and digested, and its canonical JSON
@@ -39,14 +41,16 @@ mod digest;
 mod must_keep;
 mod order;
 mod output;
+mod shrink;
 mod units;
 
 pub use admit::{
     admit, normalize_inline, ModelProfile, PartitionLimits, PartitionPolicy, PlanPolicy, PlanRequest, MAX_ITEM_BYTES_CEILING, MAX_WINDOW,
 };
+pub use shrink::ToolResults;
 pub use output::{
     BudgetSummary, ContextPlan, DropReason, Dropped, DroppedItem, DroppedRef, ItemBody, KeepReason, PartitionUsage, PendingToolCall,
-    PlanBinding, PlannedItem, Recovery,
+    PlanBinding, PlannedItem, Recovery, Shrunk,
 };
 
 use budget::{over_budget, Budget};
@@ -110,7 +114,7 @@ pub fn plan(request: &PlanRequest, policy: &PlanPolicy, input: u64, inputs: Plan
         return Err(over_budget(&budget, &candidates, &entries));
     }
     budget.hold_minimums();
-    budget.select(&units, &mut entries);
+    budget.select(&units, &mut entries, &candidates);
 
     hash_kept(&mut candidates, &entries);
     let context = prompt_order(&units, &candidates, &entries);

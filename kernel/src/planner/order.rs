@@ -5,7 +5,8 @@ use crate::canonical;
 use crate::contracts::Partition;
 use crate::session::{Candidate, LogTables};
 use std::rc::Rc;
-use super::output::{Dropped, DroppedRef, ItemBody, PlannedItem};
+use super::output::{Dropped, DroppedRef, ItemBody, PlannedItem, Shrunk};
+use super::shrink;
 use super::units::{Decision, Entry, Unit};
 
 /// Fills the kept items' digests. Only kept items are hashed: a dropped
@@ -23,7 +24,7 @@ pub(super) fn hash_kept(candidates: &mut [Candidate], entries: &[Entry]) {
 
 /// The kept items in prompt order: the preamble partitions (system, tools,
 /// memory) by priority, then the transcript in sequence order with each call
-/// followed by its results.
+/// followed by its results (a shrunk result as its placeholder).
 #[inline(never)]
 pub(super) fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[Entry]) -> Vec<PlannedItem> {
     let preamble = |p: Partition| matches!(p, Partition::System | Partition::Tools | Partition::Memory);
@@ -44,6 +45,13 @@ pub(super) fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[
         for i in unit.members() {
             let Some(Decision::Keep(keep)) = entries[i].decision else { unreachable!("kept unit") };
             let c = &candidates[i];
+            let (item, shrunk) = match entries[i].shrunk_from {
+                Some(tokens) => {
+                    let digest = c.item.digest.clone().unwrap_or_else(|| c.item.content_digest());
+                    (ItemBody { item: Rc::new(shrink::shrunk(c, tokens)), canonical: None }, Some(Shrunk { digest, tokens }))
+                }
+                None => (ItemBody { item: Rc::clone(&c.item), canonical: c.canonical.clone() }, None),
+            };
             context.push(PlannedItem {
                 item_id: c.item.id().to_string(),
                 seq: c.seq,
@@ -51,7 +59,8 @@ pub(super) fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[
                 tokens: entries[i].tokens,
                 keep,
                 demoted: entries[i].facts.demoted,
-                item: ItemBody { item: Rc::clone(&c.item), canonical: c.canonical.clone() },
+                shrunk,
+                item,
             });
         }
     }

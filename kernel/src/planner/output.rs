@@ -157,6 +157,21 @@ pub struct PlannedItem {
     /// The session event (or the inline item's `sourceRef.seq`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// A tool result too large for what was left, shown as a placeholder:
+    /// `item` carries the placeholder, this the result it stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<Shrunk>,
+    /// What the item costs here (a shrunk result's placeholder).
+    pub tokens: u64,
+}
+}
+
+contract! {
+/// The tool result a placeholder stands for: a host gives it back by its digest.
+pub struct Shrunk {
+    /// The sha256 of the result's content, as its item's `digest`.
+    pub digest: String,
+    /// The result's own tokens.
     pub tokens: u64,
 }
 }

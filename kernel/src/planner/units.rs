@@ -12,6 +12,9 @@ use super::output::{DropReason, KeepReason};
 pub(super) struct Entry {
     pub(super) facts: ItemFacts,
     pub(super) tokens: u64,
+    /// For a result shown as its placeholder (`tokens` is then the
+    /// placeholder's): the tokens of the result itself.
+    pub(super) shrunk_from: Option<u64>,
     /// Why this item keeps its whole unit out of the plan, if it does.
     offence: Option<DropReason>,
     pub(super) decision: Option<Decision>,
@@ -26,7 +29,7 @@ impl Entry {
         } else {
             None
         };
-        Entry { facts, tokens: u64::from(facts.token_estimate) + overhead, offence, decision: None }
+        Entry { facts, tokens: u64::from(facts.token_estimate) + overhead, shrunk_from: None, offence, decision: None }
     }
 
     pub(super) fn kept(&self) -> bool {
@@ -46,7 +49,7 @@ pub(super) struct Unit {
     /// Entry index of the item (the call, or the lone item).
     pub(super) anchor: usize,
     /// Entry indexes of the results answering the anchor's calls, in transcript order.
-    results: Vec<usize>,
+    pub(super) results: Vec<usize>,
     /// For each of the anchor's tool calls, the outcome its latest result gives.
     pub(super) outcomes: Vec<Option<ToolOutcome>>,
     pub(super) must_keep: Option<KeepReason>,

@@ -109,9 +109,9 @@ pub struct RenderRequest {
 contract! {
 /// Something rendering changed in what the plan kept, and why.
 pub struct RenderNote {
-    /// `dropped-part`, `dropped-turn`, `dropped-result`, `synthesized-result`,
-    /// `held-back`, `rewrote-id`, `error-in-text`, `inserted-turn`, `demoted`,
-    /// `call-as-text`.
+    /// `dropped-part`, `dropped-turn`, `dropped-result`, `shrunk-result`,
+    /// `synthesized-result`, `held-back`, `rewrote-id`, `error-in-text`,
+    /// `inserted-turn`, `demoted`, `call-as-text`.
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -236,6 +236,10 @@ impl Renderer<'_> {
                     None => tools.push(tool.clone()),
                 }
                 continue;
+            }
+            if let Some(shrunk) = &planned.shrunk {
+                let detail = format!("{} tokens, content {}", shrunk.tokens, shrunk.digest);
+                self.note("shrunk-result", Some(id), "the result did not fit the window whole: a placeholder keeps its call's pair", Some(detail));
             }
             let trusted = item.trust <= Trust::Verified;
             let (text, parts) = match (&item.content, &item.content_ref) {

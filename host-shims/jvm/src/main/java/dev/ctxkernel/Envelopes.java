@@ -35,8 +35,12 @@ public interface Envelopes {
 
     record PartitionUsage(long ceiling, long dropped, long kept, long minimum, long mustKeep, String name, long used) {}
 
+    /** {@code shrunk}: a tool result shown as a placeholder ({@code item} carries it), or null. */
     record PlannedItem(boolean demoted, JsonNode item, String itemId, String keep, String partition, Long seq,
-            long tokens) {}
+            Shrunk shrunk, long tokens) {}
+
+    /** The tool result a placeholder stands for: its content's sha256 and its own tokens. */
+    record Shrunk(String digest, long tokens) {}
 
     record DroppedItem(String itemId, String partition, String reason, Long seq, long tokens) {}
 
