@@ -222,8 +222,11 @@ export class Kernel {
   residentSnapshot(request: ResidentSnapshotRequest): ResidentSnapshotResponse;
   /** Appends what the session does not hold yet of a provider transcript; importing it again appends nothing. */
   importMessages(request: ImportMessagesRequest): ImportMessagesResponse;
-  /** Plans as `planContext` does and renders the kept context as a request body in `format`. */
-  renderContext(request: RenderContextRequest): RenderContextResponse;
+  /**
+   * Plans as `planContext` does and renders the kept context as a request
+   * body in `format`; `bodyJson` is the body's exact text, to send as it is.
+   */
+  renderContext(request: RenderContextRequest): RenderContextResponse & { bodyJson: string };
   validateRequest(request: ValidateRequestRequest): ValidateRequestResponse;
   /** Reads every memory entry against its record and names each problem by key; changes nothing. */
   verifyStore(request?: VerifyStoreRequest): VerifyStoreResponse;

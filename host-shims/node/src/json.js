@@ -24,3 +24,38 @@ export function stringifyJson(value, replacer) {
     throw e;
   }
 }
+
+/**
+ * The exact text of one member of the kernel's JSON object text. The
+ * kernel writes canonical JSON, no whitespace between tokens, so a value
+ * ends at the bracket that closes it, the quote that closes it, or (a
+ * number, `true`, `false`, `null`) the comma or brace after it.
+ */
+export function memberText(text, name) {
+  let at = 1;
+  while (at < text.length && text[at] !== '}') {
+    const keyEnd = valueEnd(text, at);
+    const end = valueEnd(text, keyEnd + 1);
+    if (JSON.parse(text.slice(at, keyEnd)) === name) return text.slice(keyEnd + 1, end);
+    at = end + (text[end] === ',' ? 1 : 0);
+  }
+  throw new Error(`the response has no \`${name}\``);
+}
+
+/** Where the JSON value starting at `at` ends. */
+function valueEnd(text, at) {
+  let depth = 0;
+  for (let i = at; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
+      if (depth === 0) return i + 1;
+    } else if (c === '{' || c === '[') {
+      depth++;
+    } else if (c === '}' || c === ']' || (c === ',' && depth === 0)) {
+      if (depth === 0) return i;
+      if (--depth === 0) return i + 1;
+    }
+  }
+  return text.length;
+}

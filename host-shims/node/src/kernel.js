@@ -5,7 +5,7 @@
 
 import { instantiateKernel } from './engine.js';
 import { KernelError } from './errors.js';
-import { parseJson, stringifyJson } from './json.js';
+import { memberText, parseJson, stringifyJson } from './json.js';
 import { drive } from './provider.js';
 import { MemoryStore } from './stores.js';
 
@@ -141,8 +141,10 @@ export class Kernel {
   importMessages(request) {
     return this.#json('import-messages', request);
   }
+  /** Plans and renders; `bodyJson` is the body's exact text, to send as it is (`body` is it parsed). */
   renderContext(request) {
-    return this.#json('render-context', request);
+    const text = this.call('render-context', request);
+    return { ...parseJson(text), bodyJson: memberText(text, 'body') };
   }
   validateRequest(request) {
     return this.#json('validate-request', request);

@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Kernel, KernelError, MemoryStore } from '../src/index.js';
+import { memberText } from '../src/json.js';
 
 // One session imported in OpenAI Chat form, rendered as Anthropic Messages and validated.
 const importRequest = {
@@ -35,6 +36,26 @@ test('a transcript imports once, renders in another provider format, and the bod
   assert.deepEqual(rendered.body.tools, [{ name: 'ci_status', input_schema: { type: 'object' } }]);
   const verdict = kernel.validateRequest({ schemaVersion: 1, format: 'anthropic-messages', body: rendered.body });
   assert.deepEqual([verdict.valid, verdict.violations], [true, []]);
+  // renderContext hands the body's own text over, digits and escapes as the kernel wrote them.
+  for (const format of ['anthropic-messages', 'openai-chat', 'openai-responses']) {
+    const request = { ...renderRequest, format };
+    const whole = kernel.call('render-context', request);
+    const typed = kernel.renderContext(request);
+    assert.ok(whole.includes(`,"body":${typed.bodyJson},"budget":`), format);
+    assert.deepEqual(JSON.parse(typed.bodyJson), typed.body);
+  }
+});
+
+test('a member is cut from the text whatever its strings hold', () => {
+  const a = JSON.stringify('}"{\\');
+  const body = JSON.stringify({ x: [1, { y: ']}\\"},' }, { z: true }], w: null });
+  const text = `{"a":${a},"body":${body},"c":-1.5e3}`;
+  assert.deepEqual(JSON.parse(text).body.x[1], { y: ']}\\"},' }, 'the fixture is JSON');
+  assert.equal(memberText(text, 'body'), body);
+  assert.equal(memberText(text, 'c'), '-1.5e3');
+  assert.equal(memberText(text, 'a'), a);
+  assert.throws(() => memberText(text, 'nope'));
+  assert.throws(() => memberText('{"a":"unterminated', 'b'), 'a broken text ends the search, never loops');
 });
 
 test('a broken body is a list of violations; a broken transcript is refused and appends nothing', () => {

@@ -317,6 +317,8 @@ class Session:
                             problems.append((where, f"render-context failed: {e} {e.detail_json}", None))
                         continue
                     renders.append((fmt, window, policy, r))
+                    if json.loads(r["bodyJson"]) != r["body"]:
+                        problems.append((where, "bodyJson is not the body's text", r["body"]))
                     for p in check(self.kernel, fmt, r["body"]):
                         problems.append((where, p, r["body"]))
         return problems, renders
@@ -945,6 +947,25 @@ def test_documents_render_to_every_format(source):
     s.import_(source, DOCUMENTS[source])
     problems, _ = s.sweep(windows=(1_000_000,), policies=({},))
     assert not problems, report(problems)
+
+
+def test_body_json_is_the_body_as_the_kernel_wrote_it():
+    session = Session("body-json")
+    session.kernel.import_messages({"schemaVersion": 1, "sessionId": "body-json", "expectedHead": {"seq": 0}, "now": NOW,
+        "format": "openai-chat", "sensitivity": "internal", "allowedSinks": ["model:*"], "transcript": {"messages": [
+            {"role": "user", "content": "q \"}]\\ ☕ \u2028"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+             "function": {"name": "f", "arguments": '{"n": 1.50, "big": 123456789012345678901234567890, "s": "}\\""}'}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "ok"}]}})
+    for fmt in FORMATS:
+        r = session.render(fmt, 100_000)
+        whole = session.kernel.call("render-context", {"schemaVersion": 1, "format": fmt, "plan": {"schemaVersion": 1, "now": NOW,
+            "sessionId": "body-json", "sink": "model:test", "model": {"profile": "test-model", "window": 100_000, "reservedOutput": 64, "safetyMargin": 0}},
+            "policy": {}})
+        assert f',"body":{r["bodyJson"]},"budget":' in whole, fmt
+        assert json.loads(r["bodyJson"]) == r["body"]
+    # Anthropic's input keeps the number as written; only the text has it so.
+    assert "1.50" in session.render("anthropic-messages", 100_000)["bodyJson"]
 
 
 def test_the_oracle_catches_what_it_is_meant_to():

@@ -171,7 +171,11 @@ class Kernel:
         return self._json("import-messages", request)
 
     def render_context(self, request: dict) -> dict:
-        return self._json("render-context", request)
+        """Plans and renders; `bodyJson` is the body's exact text, to send as it is (`body` is it parsed)."""
+        text = self.call("render-context", request)
+        response = json.loads(text)
+        response["bodyJson"] = _member(text, "body")
+        return response
 
     def validate_request(self, request: dict) -> dict:
         return self._json("validate-request", request)
@@ -206,3 +210,16 @@ class Kernel:
     async def consolidate_async(self, request: dict, provider: Callable[[dict], Awaitable[dict]], clock: Optional[Callable[[], str]] = None) -> dict:
         """`consolidate` with an async provider."""
         return await drive_async(self, self.consolidate_memory(request), provider, clock)
+
+
+def _member(text: str, name: str) -> str:
+    """The exact text of one member of the kernel's JSON object text (canonical: no whitespace)."""
+    decoder = json.JSONDecoder()
+    at = 1
+    while text[at] != "}":
+        key, at = decoder.raw_decode(text, at)
+        _, end = decoder.raw_decode(text, at + 1)
+        if key == name:
+            return text[at + 1 : end]
+        at = end + (text[end] == ",")
+    raise KeyError(name)

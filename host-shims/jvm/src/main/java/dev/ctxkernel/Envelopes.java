@@ -125,8 +125,9 @@ public interface Envelopes {
 
     record RenderNote(String action, String detail, String itemId, String reason) {}
 
-    record RenderResponse(PlanBinding binding, JsonNode body, BudgetSummary budget, String format, List<RenderNote> notes,
-            String planDigest, String planId, int schemaVersion) {}
+    /** {@code bodyJson}: the body's exact text, to send as it is; {@code body} is it parsed. */
+    record RenderResponse(PlanBinding binding, JsonNode body, String bodyJson, BudgetSummary budget, String format,
+            List<RenderNote> notes, String planDigest, String planId, int schemaVersion) {}
 
     record Violation(String message, String path, String rule) {}
 

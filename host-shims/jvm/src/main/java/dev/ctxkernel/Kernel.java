@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.cfg.JsonNodeFeature;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.StreamReadConstraints;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
@@ -159,7 +161,6 @@ public final class Kernel {
         }
     }
 
-    /** A request as text: a string as given, anything else as JSON. */
     /** A request as the kernel gets it: text as given, an object as JSON (NaN and Infinity refused, as every host does). */
     private static String text(Object request) {
         if (request instanceof String s) {
@@ -272,9 +273,35 @@ public final class Kernel {
         return call("import-messages", request, Envelopes.ImportResponse.class);
     }
 
-    /** The body stays a JSON tree; {@code call("render-context", text)} gives its exact text. */
+    /** Plans and renders; the response's {@code bodyJson} is the body's exact text, to send as it is. */
     public Envelopes.RenderResponse renderContext(Object request) {
-        return call("render-context", request, Envelopes.RenderResponse.class);
+        String text = call("render-context", text(request));
+        try {
+            Envelopes.RenderResponse r = JSON.readValue(text, Envelopes.RenderResponse.class);
+            return new Envelopes.RenderResponse(r.binding(), r.body(), member(text, "body"), r.budget(), r.format(), r.notes(),
+                    r.planDigest(), r.planId(), r.schemaVersion());
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The exact text of one member of a JSON object's text. */
+    static String member(String json, String name) throws IOException {
+        try (JsonParser parser = JSON.createParser(json)) {
+            parser.nextToken();
+            while (parser.nextToken() == JsonToken.FIELD_NAME) {
+                boolean wanted = parser.currentName().equals(name);
+                parser.nextToken();
+                int start = (int) parser.currentTokenLocation().getCharOffset();
+                parser.skipChildren();
+                // A string is read lazily: its end is known once its text is.
+                parser.finishToken();
+                if (wanted) {
+                    return json.substring(start, (int) parser.currentLocation().getCharOffset());
+                }
+            }
+        }
+        throw new IOException("the response has no `" + name + "`");
     }
 
     public Envelopes.ValidateResponse validateRequest(Object request) {

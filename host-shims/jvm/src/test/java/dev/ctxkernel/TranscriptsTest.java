@@ -48,6 +48,26 @@ class TranscriptsTest {
         assertTrue(text.contains("\"n\":9007199254740991"), text);
         var verdict = kernel.validateRequest(Map.of("schemaVersion", 1, "format", "anthropic-messages", "body", body));
         assertTrue(verdict.valid(), verdict.violations().toString());
+        // renderContext hands the body's own text over, digits and escapes as the kernel wrote them.
+        for (String format : List.of("anthropic-messages", "openai-chat", "openai-responses")) {
+            Map<String, Object> request = Map.of("schemaVersion", 1, "format", format, "plan", PLAN);
+            String whole = kernel.call("render-context", Kernel.JSON.writeValueAsString(request));
+            var typed = kernel.renderContext(request);
+            assertTrue(whole.contains(",\"body\":" + typed.bodyJson() + ",\"budget\":"), format);
+            assertEquals(typed.body(), Kernel.JSON.readTree(typed.bodyJson()), format);
+        }
+    }
+
+    @Test
+    void aMemberIsCutFromTheTextWhateverItsStringsHold() throws Exception {
+        String a = Kernel.JSON.writeValueAsString("}\"{\\");
+        String body = Kernel.JSON.writeValueAsString(Map.of("x", List.of(1, Map.of("y", "]}\\\"},"), Map.of("z", true))));
+        String text = "{\"a\":" + a + ",\"body\":" + body + ",\"c\":-1.5e3}";
+        assertEquals("]}\\\"},", Kernel.JSON.readTree(text).at("/body/x/1/y").asText(), "the fixture is JSON");
+        assertEquals(body, Kernel.member(text, "body"));
+        assertEquals("-1.5e3", Kernel.member(text, "c"));
+        assertEquals(a, Kernel.member(text, "a"));
+        assertThrows(java.io.IOException.class, () -> Kernel.member(text, "nope"));
     }
 
     @Test

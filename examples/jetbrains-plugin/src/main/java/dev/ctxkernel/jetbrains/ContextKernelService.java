@@ -1,5 +1,7 @@
 package dev.ctxkernel.jetbrains;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ctxkernel.Envelopes;
 import dev.ctxkernel.ErrorCode;
 import dev.ctxkernel.Kernel;
@@ -7,13 +9,20 @@ import dev.ctxkernel.KernelException;
 import dev.ctxkernel.Provider;
 import dev.ctxkernel.SqliteStore;
 import dev.ctxkernel.Store;
+import java.io.IOException;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 /**
@@ -27,6 +36,11 @@ import java.util.function.Supplier;
  * <p>The IDE chat's user actions ("remember this", "forget that") are written
  * into the session first: the kernel accepts user-explicit authority only for
  * what the user's latest message says.
+ *
+ * <p>The agent ({@link #ask}) speaks the OpenAI Responses API: each question's
+ * new input items and the model's output items are handed to the kernel as
+ * new turns, and every model call is sent the request body the kernel
+ * renders, as its exact bytes.
  */
 public final class ContextKernelService implements AutoCloseable {
     private static final Map<String, Object> MODEL =
@@ -34,11 +48,49 @@ public final class ContextKernelService implements AutoCloseable {
     /** Longest tool output kept inline in the session. */
     private static final int INLINE_CHARS = 4_000;
 
+    private static final ObjectMapper JSON = new ObjectMapper();
+    /** Model calls one question may take, tool rounds included. */
+    private static final int MAX_STEPS = 8;
+    private static final String INSTRUCTIONS = "You are a coding agent inside the IDE. Read files before you change them.";
+
+    /** A Responses API call: the request body's exact text in, the response's JSON text out. */
+    @FunctionalInterface
+    public interface ResponsesModel {
+        String create(String body) throws IOException, InterruptedException;
+    }
+
+    /** A function tool: its definition as the Responses API takes it, and what runs it on the call's arguments. */
+    public record Tool(Map<String, Object> definition, Function<JsonNode, String> run) {}
+
+    /**
+     * What one question came to: the model's final text, every request body
+     * sent for it (exact text), and whether the model stopped asking for tools.
+     */
+    public record Answer(String text, List<String> bodies, boolean finished) {}
+
+    /** OpenAI's Responses API over the JDK's HTTP client; the kernel's bytes go out as they are. */
+    public static ResponsesModel openAi(String apiKey) {
+        HttpClient http = HttpClient.newHttpClient();
+        return body -> {
+            HttpRequest request = HttpRequest.newBuilder(URI.create("https://api.openai.com/v1/responses"))
+                    .header("Authorization", "Bearer " + apiKey)
+                    .header("Content-Type", "application/json")
+                    .POST(HttpRequest.BodyPublishers.ofString(body, StandardCharsets.UTF_8))
+                    .build();
+            HttpResponse<String> response = http.send(request, HttpResponse.BodyHandlers.ofString(StandardCharsets.UTF_8));
+            if (response.statusCode() / 100 != 2) {
+                throw new IOException("the Responses API answered " + response.statusCode() + ": " + response.body());
+            }
+            return response.body();
+        };
+    }
+
     private final SqliteStore store;
     private final Kernel kernel;
     private final String project;
     private final String sessionId;
     private final Supplier<String> clock;
+    private final Map<String, Tool> tools = new LinkedHashMap<>();
     private long head;
 
     public ContextKernelService(Path projectDir, String sessionId, Supplier<String> clock) {
@@ -75,6 +127,81 @@ public final class ContextKernelService implements AutoCloseable {
         return kernel;
     }
 
+    /** Offers the model a tool from now on. */
+    public void addTool(String name, Tool tool) {
+        tools.put(name, tool);
+    }
+
+    /**
+     * One question to the model: model calls until it stops asking for tools
+     * (or {@value #MAX_STEPS} calls), each sent the body the kernel renders.
+     * With a summarizer, the session is compacted first whenever its
+     * conversation no longer fits the window.
+     */
+    public Answer ask(String question, ResponsesModel model, Provider summarizer) throws IOException, InterruptedException {
+        List<Object> turn = new ArrayList<>(List.of(Map.of("role", "user", "content", question)));
+        List<String> bodies = new ArrayList<>();
+        while (true) {
+            hand(turn);
+            turn.clear();
+            if (summarizer != null && plan().dropped().stream().anyMatch(d -> d.reason().equals("budget-exhausted"))) {
+                compact(summarizer);
+            }
+            String body = kernel.renderContext(Map.of("schemaVersion", 1, "format", "openai-responses", "plan", planRequest(),
+                    "policy", Map.of("model", "gpt-5", "instructions", "developer"))).bodyJson();
+            bodies.add(body);
+            JsonNode response = JSON.readTree(model.create(body));
+            List<JsonNode> calls = new ArrayList<>();
+            StringBuilder text = new StringBuilder();
+            for (JsonNode item : response.path("output")) {
+                turn.add(item);
+                switch (item.path("type").asText()) {
+                    case "function_call" -> calls.add(item);
+                    case "message" -> item.path("content").forEach(part -> text.append(part.path("text").asText()));
+                    default -> { }
+                }
+            }
+            if (calls.isEmpty() || bodies.size() >= MAX_STEPS) {
+                hand(turn);
+                return new Answer(text.toString(), bodies, calls.isEmpty());
+            }
+            for (JsonNode call : calls) {
+                turn.add(Map.of("type", "function_call_output", "call_id", call.path("call_id").asText(), "output", run(call)));
+            }
+        }
+    }
+
+    /** A call's output as the model reads it; a failing or unknown tool is an error it can read too. */
+    private String run(JsonNode call) {
+        Tool tool = tools.get(call.path("name").asText());
+        if (tool == null) {
+            return "error: no tool named " + call.path("name").asText();
+        }
+        try {
+            return tool.run().apply(JSON.readTree(call.path("arguments").asText()));
+        } catch (IOException | RuntimeException e) {
+            return "error: " + e.getMessage();
+        }
+    }
+
+    /**
+     * Hands new input items to the kernel as new turns; the instructions and
+     * tool definitions go with them and are stored again only when changed.
+     */
+    private void hand(List<Object> items) {
+        Map<String, Object> transcript = new LinkedHashMap<>(Map.of("instructions", INSTRUCTIONS, "input", items));
+        if (!tools.isEmpty()) {
+            transcript.put("tools", tools.values().stream().map(Tool::definition).toList());
+        }
+        head = kernel.importMessages(Map.of("schemaVersion", 1, "sessionId", sessionId, "expectedHead", Map.of("seq", head),
+                "now", clock.get(), "format", "openai-responses", "history", "new", "sensitivity", "internal",
+                "allowedSinks", List.of("model:*", "log"), "transcript", transcript)).head().seq();
+    }
+
+    private Map<String, Object> planRequest() {
+        return Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL, "sink", "model:ide", "now", clock.get());
+    }
+
     /** Appends a chat message; returns the session's new head. */
     public long record(String role, String text) {
         return append(message(role, text));
@@ -107,8 +234,7 @@ public final class ContextKernelService implements AutoCloseable {
 
     /** The context of the next model call. */
     public Envelopes.ContextPlan plan() {
-        return kernel.planContext(Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL, "sink", "model:ide",
-                "now", clock.get()));
+        return kernel.planContext(planRequest());
     }
 
     /** Compacts the chat, with the IDE's model when given (else the kernel's local summary). */

@@ -4,6 +4,12 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.ctxkernel.Kernel;
+
 import dev.ctxkernel.Envelopes;
 import dev.ctxkernel.ErrorCode;
 import dev.ctxkernel.KernelException;
@@ -33,6 +39,145 @@ class ContextKernelServiceTest {
 
     private ContextKernelService open(String session) {
         return new ContextKernelService(projectDir.resolve("shop-backend"), session, clock);
+    }
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final Map<String, String> FILES = Map.of(
+            "build.gradle", "plugins { id 'java' }\ndependencies { implementation project(':orders') }\n",
+            "orders/OrderTotals.java", "public final class OrderTotals { long cents; }\n",
+            "build.log", "> Task :compileJava\n".repeat(4_000) + "error: cannot find symbol OrderTotals\n");
+
+    private static ContextKernelService.Tool readFile() {
+        return new ContextKernelService.Tool(
+                Map.of("type", "function", "name", "read_file", "description", "Reads a file of the project.",
+                        "parameters", Map.of("type", "object", "properties", Map.of("path", Map.of("type", "string")))),
+                args -> {
+                    String text = FILES.get(args.path("path").asText());
+                    if (text == null) {
+                        throw new IllegalArgumentException("no such file");
+                    }
+                    return text;
+                });
+    }
+
+    /**
+     * Answers a Responses request as the model would: every file the latest
+     * user message names, read in parallel after a reasoning item (arguments
+     * spelled as a model may spell them); else a message. Checks every body
+     * it is sent with the kernel's validator, and keeps the items it made.
+     */
+    private static final class ScriptedResponses implements ContextKernelService.ResponsesModel {
+        final Kernel kernel;
+        final List<String> bodies = new ArrayList<>();
+        final List<Object> violations = new ArrayList<>();
+        final Map<String, JsonNode> made = new java.util.HashMap<>();
+
+        ScriptedResponses(Kernel kernel) {
+            this.kernel = kernel;
+        }
+
+        @Override
+        public String create(String body) throws java.io.IOException {
+            bodies.add(body);
+            JsonNode request = JSON.readTree(body);
+            violations.addAll(kernel.validateRequest(Map.of("schemaVersion", 1, "format", "openai-responses", "body", request)).violations());
+            JsonNode input = request.path("input");
+            JsonNode last = input.get(input.size() - 1);
+            int n = bodies.size();
+            ArrayNode output = JSON.createArrayNode();
+            List<String> named = new ArrayList<>();
+            if (last.path("role").asText().equals("user")) {
+                String question = last.path("content").asText();
+                FILES.keySet().stream().sorted().filter(question::contains).forEach(named::add);
+            }
+            if (!named.isEmpty()) {
+                ObjectNode reasoning = output.addObject().put("type", "reasoning").put("id", "rs_" + n).put("encrypted_content", "gAAAAB" + n + "==");
+                reasoning.putArray("summary").addObject().put("type", "summary_text").put("text", "Read the named files first.");
+                made.put("rs_" + n, reasoning);
+                for (int k = 0; k < named.size(); k++) {
+                    ObjectNode call = output.addObject().put("type", "function_call").put("id", "fc_" + n + "_" + k)
+                            .put("call_id", "call_" + n + "_" + k).put("name", "read_file")
+                            .put("arguments", "{\"path\":  \"" + named.get(k) + "\", \"why\": \"r\\u00e9sum\\u00e9 ☕\", \"n\": 1.50}")
+                            .put("status", "completed");
+                    made.put("call_" + n + "_" + k, call);
+                }
+            } else {
+                String text = last.path("type").asText().equals("function_call_output")
+                        ? "OrderTotals moved to the orders module; the build misses the project dependency."
+                        : "Noted (" + n + ").";
+                ObjectNode message = output.addObject().put("type", "message").put("id", "msg_" + n).put("role", "assistant").put("status", "completed");
+                message.putArray("content").addObject().put("type", "output_text").put("text", text).putArray("annotations");
+            }
+            ObjectNode response = JSON.createObjectNode().put("id", "resp_" + n).put("object", "response").put("status", "completed");
+            response.set("output", output);
+            return JSON.writeValueAsString(response);
+        }
+    }
+
+    @Test
+    void askingRunsTheParallelCallsTheModelMakesAndSendsTheBodiesTheKernelRendersAsTheirBytes() throws Exception {
+        try (ContextKernelService service = open("ide-ask")) {
+            service.addTool("read_file", readFile());
+            ScriptedResponses model = new ScriptedResponses(service.kernel());
+            ContextKernelService.Answer answer = service.ask("Why does the build fail? Read build.gradle and orders/OrderTotals.java.", model, null);
+            assertTrue(answer.finished());
+            assertEquals("OrderTotals moved to the orders module; the build misses the project dependency.", answer.text());
+            assertEquals(model.bodies, answer.bodies(), "the model got the kernel's bytes");
+            assertEquals(List.of(), model.violations);
+            JsonNode body = JSON.readTree(answer.bodies().get(1));
+            assertEquals("gpt-5", body.path("model").asText());
+            assertEquals("read_file", body.path("tools").get(0).path("name").asText());
+            List<String> types = new ArrayList<>();
+            body.path("input").forEach(item -> types.add(item.path("type").asText(item.path("role").asText())));
+            assertEquals(List.of("user", "reasoning", "function_call", "function_call", "function_call_output", "function_call_output"), types);
+            assertTrue(body.path("instructions").asText().startsWith("You are a coding agent"));
+            // The model's own items come back as it made them: encrypted reasoning, ids, arguments byte for byte.
+            for (int at : new int[] {1, 2, 3}) {
+                JsonNode item = body.path("input").get(at);
+                JsonNode made = model.made.get(item.has("call_id") ? item.path("call_id").asText() : item.path("id").asText());
+                for (var field : (Iterable<Map.Entry<String, JsonNode>>) made::fields) {
+                    assertEquals(field.getValue(), item.path(field.getKey()), field.getKey());
+                }
+            }
+            assertEquals(FILES.get("build.gradle"), body.path("input").get(4).path("output").asText());
+        }
+    }
+
+    @Test
+    void aLongQuestionSeriesStaysValidAndAnOldLargeOutputIsShrunkNotDropped() throws Exception {
+        try (ContextKernelService service = open("ide-long")) {
+            service.addTool("read_file", readFile());
+            ScriptedResponses model = new ScriptedResponses(service.kernel());
+            for (int i = 0; i < 12; i++) {
+                String question = i % 3 == 0 ? "Step " + i + ": read build.log again." : "Step " + i + ": what next?";
+                ContextKernelService.Answer answer = service.ask(question, model, null);
+                assertTrue(answer.finished(), "step " + i);
+                assertTrue(answer.bodies().get(answer.bodies().size() - 1).contains(question), "the question is in the body that answers it");
+            }
+            assertEquals(List.of(), model.violations, "every body the model was sent is valid");
+            String last = model.bodies.get(model.bodies.size() - 1);
+            assertTrue(last.contains("tool result left out to fit the context window"), "an old log is a placeholder");
+            assertTrue(last.contains("call_1_0"), "its call is still there");
+            var plan = service.plan();
+            assertTrue(plan.budget().used() <= plan.budget().input());
+            assertTrue(plan.context().stream().anyMatch(p -> p.shrunk() != null));
+        }
+    }
+
+    @Test
+    void aToolThatFailsAnswersWithAnErrorTheModelReads() throws Exception {
+        try (ContextKernelService service = open("ide-tools")) {
+            ScriptedResponses model = new ScriptedResponses(service.kernel());
+            ContextKernelService.Answer answer = service.ask("Read build.gradle.", model, null);
+            assertTrue(answer.finished());
+            assertTrue(answer.bodies().get(1).contains("error: no tool named read_file"));
+            service.addTool("read_file", new ContextKernelService.Tool(readFile().definition(), args -> {
+                throw new IllegalStateException("disk on fire");
+            }));
+            ContextKernelService.Answer failed = service.ask("Now read build.gradle again.", model, null);
+            assertTrue(failed.bodies().get(1).contains("error: disk on fire"));
+            assertEquals(List.of(), model.violations);
+        }
     }
 
     @Test
