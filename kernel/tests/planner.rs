@@ -179,11 +179,11 @@ fn tool_calls_and_results_travel_together() {
     let at = |id: &str| order.iter().position(|k| *k == id).unwrap();
     assert_eq!((at(&ra), at(&rb)), (at(&call) + 1, at(&call) + 2), "results follow their call");
 
-    // Too tight for the results: the call stays, its results as placeholders.
+    // Too tight for both results: the call stays, a result as its placeholder.
     let tight = plan(&conv.items, 700).unwrap();
     let reasons: Vec<String> = [&call, &ra, &rb].iter().map(|id| reason_of(&tight, id)).collect();
     assert!(reasons.iter().all(|r| r == "keep:selected"), "{reasons:?}");
-    assert!([&ra, &rb].iter().all(|id| tight.context.iter().any(|p| &&p.item_id == id && p.shrunk.is_some())));
+    assert!([&ra, &rb].iter().any(|id| tight.context.iter().any(|p| &&p.item_id == id && p.shrunk.is_some())));
     // Tighter still, or with shrinking off: dropped as one.
     let mut req = request(&conv.items, 700);
     let mut policy = serde_json::to_value(PlanPolicy::default()).unwrap();
@@ -340,7 +340,7 @@ fn plans_are_bound_to_their_inputs() {
         let plan: ctxkernel::planner::ContextPlan = serde_json::from_value(plan_value(&req).unwrap()).unwrap();
         assert_ne!(plan.digest, base.digest);
     }
-    assert_eq!(base.binding.policy_version, "ctxk-default-1");
+    assert_eq!(base.binding.policy_version, "ctxk-default-2");
     assert_eq!(base.binding.model_profile, "test");
 }
 
@@ -511,11 +511,18 @@ fn a_policy_may_drop_such_an_exchange_whole_and_a_value_it_does_not_know_is_refu
         assert!(reason_of(&dropped, id).starts_with("drop:"), "{id}: {}", reason_of(&dropped, id));
     }
     assert!(dropped.context.iter().all(|p| p.shrunk.is_none()));
-    // The default is shrinking, and the default policy's digest is what it was without the field.
+    // The default is shrinking, said in the policy and so in its digest.
     let default = plan(&conv.items, 2_000).unwrap();
     assert_ne!(default.digest, dropped.digest);
     assert_ne!(default.binding.policy_digest, dropped.binding.policy_digest);
-    assert!(serde_json::to_value(PlanPolicy::default()).unwrap().get("toolResults").is_none());
+    assert_eq!(serde_json::to_value(PlanPolicy::default()).unwrap()["toolResults"], "shrink");
+    // A policy that does not say is the default: shrinking, in its digest too.
+    let mut unsaid = serde_json::to_value(PlanPolicy::default()).unwrap();
+    unsaid.as_object_mut().unwrap().remove("toolResults");
+    let mut req = request(&conv.items, 2_000);
+    req["policy"] = unsaid;
+    let unsaid: ctxkernel::planner::ContextPlan = serde_json::from_value(plan_value(&req).unwrap()).unwrap();
+    assert_eq!((unsaid.digest.as_str(), unsaid.binding.policy_digest.as_str()), (default.digest.as_str(), default.binding.policy_digest.as_str()));
     policy["toolResults"] = json!("summarize");
     req["policy"] = policy;
     let err = plan_value(&req).unwrap_err();
@@ -563,5 +570,19 @@ fn older_exchanges_shrink_while_the_newest_stay_whole() {
     assert_eq!(states[0], 2, "the newest result is whole: {states:?}");
     assert!(states.contains(&1), "older results are shrunk: {states:?}");
     assert!(states.windows(2).all(|w| w[0] >= w[1]), "{states:?}");
+    assert!(plan.budget.used <= plan.budget.input);
+}
+
+#[test]
+fn results_shrink_largest_first_and_only_until_the_exchange_fits() {
+    let mut conv = Conv::new();
+    conv.user("Check both.");
+    conv.call("", &["c_log", "c_answer"]);
+    let log = conv.result("c_log", &words(3_000), "success");
+    let answer = conv.result("c_answer", &words(300), "success");
+    conv.user(&words(100));
+    let plan = plan(&conv.items, 1_500).unwrap();
+    let shrunk = |id: &str| plan.context.iter().find(|p| p.item_id == id).map(|p| p.shrunk.is_some());
+    assert_eq!((shrunk(&log), shrunk(&answer)), (Some(true), Some(false)), "only the log had to shrink");
     assert!(plan.budget.used <= plan.budget.input);
 }

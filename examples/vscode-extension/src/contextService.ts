@@ -122,9 +122,20 @@ export class ContextService {
   /**
    * Hands new messages to the kernel: the instructions and tool definitions
    * go with them and are stored again only when they changed. Tool results
-   * may answer calls handed over earlier.
+   * may answer calls handed over earlier. When another window wrote to the
+   * session meanwhile, the messages follow what it wrote.
    */
   hand(messages: ChatCompletionMessageParam[]): void {
+    try {
+      this.importTurns(messages);
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'stale') throw error;
+      this.head = ContextService.headOf(this.kernel, this.options.sessionId);
+      this.importTurns(messages);
+    }
+  }
+
+  private importTurns(messages: ChatCompletionMessageParam[]): void {
     const instructions: ChatCompletionMessageParam[] = this.options.instructions ? [{ role: 'developer', content: this.options.instructions }] : [];
     const tools = Object.values(this.options.tools ?? {}).map((t) => t.definition);
     const response = this.kernel.importMessages({
@@ -165,6 +176,10 @@ export class ContextService {
    * One question to the model: model calls until it stops asking for tools,
    * each sent the body the kernel renders. With a summarizer, the session is
    * compacted first whenever its conversation no longer fits the window.
+   *
+   * Each answer is the session's before any tool it asks for runs, so a
+   * crash leaves its calls pending rather than forgotten; calls the step
+   * limit stops are answered as not run, so none stays unsettled.
    */
   async ask(question: string, model: ChatModel, summarize?: Provider): Promise<Answer> {
     let turn: ChatCompletionMessageParam[] = [{ role: 'user', content: question }];
@@ -178,12 +193,17 @@ export class ContextService {
       }
       const request = this.request();
       requests.push(request);
-      const message = (await model.chat.completions.create(request.body)).choices[0].message;
-      turn.push(asParam(message));
-      const calls = message.tool_calls ?? [];
-      if (!calls.length || requests.length >= maxSteps) {
-        this.hand(turn);
-        return { text: message.content ?? message.refusal ?? '', requests, finished: !calls.length };
+      const message = (await model.chat.completions.create(request.body)).choices[0]?.message;
+      const calls = message?.tool_calls ?? [];
+      // Cut short (content filter, length) with nothing said: nothing to keep.
+      if (!message || (message.content === null && !message.refusal && !calls.length)) {
+        return { text: '', requests, finished: false };
+      }
+      this.hand([asParam(message)]);
+      if (!calls.length) return { text: message.content ?? message.refusal ?? '', requests, finished: true };
+      if (requests.length >= maxSteps) {
+        this.hand(calls.map((call) => ({ role: 'tool' as const, tool_call_id: call.id, content: 'not run: the step limit was reached' })));
+        return { text: message.content ?? '', requests, finished: false };
       }
       for (const call of calls) turn.push({ role: 'tool', tool_call_id: call.id, content: await this.run(call) });
     }

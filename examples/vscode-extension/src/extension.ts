@@ -1,6 +1,7 @@
 // The VS Code entry point: open the workspace's store, build the service,
 // register the commands. The agent talks to OpenAI Chat Completions (the
 // key from OPENAI_API_KEY); the summarizer is whatever chat model VS Code offers.
+import { createHash } from 'node:crypto';
 import * as vscode from 'vscode';
 import OpenAI from 'openai';
 import { load } from 'ctxkernel';
@@ -32,7 +33,9 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   await vscode.workspace.fs.createDirectory(context.globalStorageUri);
   const store = await SqliteStore.open(vscode.Uri.joinPath(context.globalStorageUri, 'ctxkernel.sqlite').fsPath);
   const folder = vscode.workspace.workspaceFolders?.[0];
-  const workspace = (folder?.name ?? 'default').replace(/[^A-Za-z0-9._-]/g, '-');
+  // Two folders of one name are two projects: the path tells them apart.
+  const where = createHash('sha256').update(folder?.uri.toString() ?? '').digest('hex').slice(0, 12);
+  const workspace = `${(folder?.name ?? 'default').replace(/[^A-Za-z0-9._-]/g, '-')}-${where}`;
   const service = new ContextService(new Kernel(store), {
     sessionId: `vscode-${workspace}`,
     workspace,

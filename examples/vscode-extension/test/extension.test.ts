@@ -265,3 +265,32 @@ test('plans are described by their drops and pending tool calls', () => {
   } as unknown as ContextPlan;
   assert.equal(describePlan(plan), '2 items, 120/3000 tokens; dropped 2 budget-exhausted, 1 sink-denied; 1 tool calls pending');
 });
+
+test('calls the step limit stops are answered as not run, and the next question starts clean', async () => {
+  const { service, store, chat } = await setup('vscode-limit');
+  const stubborn = new ContextService(service.kernel, { ...service.options, maxSteps: 1 });
+  const answer = await stubborn.ask('read src/cart.ts and src/coupon.ts', chat);
+  assert.equal(answer.finished, false);
+  assert.deepEqual(stubborn.plan().pendingToolCalls, [], 'no call is left unsettled');
+  const next = await stubborn.ask('What now?', chat);
+  const results = next.requests[0].body.messages.filter((m) => m.role === 'tool').map((m) => m.content);
+  assert.deepEqual(results, ['not run: the step limit was reached', 'not run: the step limit was reached']);
+  assert.deepEqual(chat.violations, []);
+  store.close();
+});
+
+test('an answer cut short with nothing said is not kept, and another window writing meanwhile is followed', async () => {
+  const { service, store, chat } = await setup('vscode-cut');
+  const silent: ChatModel = { chat: { completions: { create: async () => ({ id: 'x', object: 'chat.completion', created: 0, model: 'm',
+    choices: [{ index: 0, finish_reason: 'content_filter', logprobs: null, message: { role: 'assistant', content: null, refusal: null } }] }) } } };
+  assert.deepEqual((await service.ask('Say something risky.', silent)).finished, false);
+  // Another window appends to the same session; this one's head is behind.
+  const other = new ContextService(service.kernel, { ...service.options });
+  other.record('user', 'From the other window.');
+  const answer = await service.ask('Are you there?', chat);
+  assert.equal(answer.finished, true);
+  const texts = answer.requests[0].body.messages.map((m) => m.content);
+  assert.ok(texts.includes('From the other window.') && texts.includes('Are you there?'));
+  assert.deepEqual(chat.violations, []);
+  store.close();
+});

@@ -404,7 +404,7 @@ impl Gen {
                 "conversation": limits(u), "evidence": limits(u), "memory": limits(u), "reserve": limits(u),
                 "system": limits(u), "task": limits(u), "tools": limits(u),
             },
-            "version": pick(u, &["p-1", "ctxk-default-1"]),
+            "version": pick(u, &["p-1", "ctxk-default-2"]),
         })
     }
 

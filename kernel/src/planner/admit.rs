@@ -59,9 +59,10 @@ pub struct PlanPolicy {
     /// Most candidate items one plan considers.
     pub max_items: u32,
     pub partitions: PartitionPolicy,
-    /// A tool exchange that does not fit whole: its results shrunk to
-    /// placeholders (`shrink`, the default) or the exchange dropped.
-    #[serde(default, skip_serializing_if = "ToolResults::is_default")]
+    /// A tool exchange that does not fit whole: its largest results shrunk
+    /// to placeholders until it fits (`shrink`, the default), or the
+    /// exchange dropped. Always in the policy's digest.
+    #[serde(default)]
     pub tool_results: ToolResults,
     pub version: String,
 }
@@ -71,7 +72,7 @@ impl Default for PlanPolicy {
     fn default() -> Self {
         let limits = |minimum_bp, ceiling_bp| PartitionLimits { minimum_bp, ceiling_bp, ceiling_tokens: None };
         PlanPolicy {
-            version: "ctxk-default-1".into(),
+            version: "ctxk-default-2".into(),
             partitions: PartitionPolicy {
                 // Minimums keep later partitions from being starved; ceilings
                 // keep any one kind from taking everything. Tool evidence is

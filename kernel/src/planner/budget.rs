@@ -120,8 +120,10 @@ impl<'p> Budget<'p> {
                 } else {
                     let cost = cost_of(unit.members().map(|i| (i, entries[i].tokens)), entries);
                     match self.fits(&cost, &ceilings, own, p) {
-                        Err(_) if self.policy.tool_results == ToolResults::Shrink && !unit.results.is_empty() => {
-                            self.fits_shrunk(unit, entries, candidates, &ceilings, own, p)
+                        // Dropped even shrunk: for the reason it did not fit whole, so
+                        // shrinking never cuts a history the whole exchange would not.
+                        Err(whole) if self.policy.tool_results == ToolResults::Shrink && !unit.results.is_empty() => {
+                            self.fits_shrunk(unit, entries, candidates, &ceilings, own, p).map_err(|_| whole)
                         }
                         verdict => verdict.map(|()| cost),
                     }
@@ -154,18 +156,29 @@ impl<'p> Budget<'p> {
         }
     }
 
-    /// Whether `unit` fits with each result larger than its placeholder
-    /// shrunk to it; if so, those results are marked shrunk and the unit's
-    /// cost is returned.
+    /// Whether `unit` fits with its largest results shrunk to their
+    /// placeholders, one at a time (largest first, then in transcript order)
+    /// until it does; if so, those results are marked shrunk and the unit's
+    /// cost is returned. Only results larger than their placeholder shrink.
     #[inline(never)]
     fn fits_shrunk(&self, unit: &Unit, entries: &mut [Entry], candidates: &[Candidate], ceilings: &[u64; 7], own: u64, p: Partition) -> Verdict {
         let overhead = u64::from(self.policy.item_overhead_tokens);
-        let less: Vec<(usize, Option<u64>)> =
-            unit.results.iter().map(|&i| (i, shrink::shrunk_tokens(&candidates[i], entries[i].tokens, overhead))).collect();
-        let tokens = |&(i, less): &(usize, Option<u64>)| (i, less.unwrap_or(entries[i].tokens));
-        let cost = cost_of(std::iter::once((unit.anchor, entries[unit.anchor].tokens)).chain(less.iter().map(tokens)), entries);
-        self.fits(&cost, ceilings, own, p)?;
-        for (i, less) in less.into_iter().filter_map(|(i, less)| Some((i, less?))) {
+        let mut shrinkable: Vec<(usize, u64)> =
+            unit.results.iter().filter_map(|&i| Some((i, shrink::shrunk_tokens(&candidates[i], entries[i].tokens, overhead)?))).collect();
+        shrinkable.sort_by_key(|&(i, _)| (Reverse(entries[i].tokens), i));
+        let mut cost = cost_of(unit.members().map(|i| (i, entries[i].tokens)), entries);
+        let mut verdict = Err((DropReason::BudgetExhausted, p));
+        let mut taken = 0;
+        for &(i, less) in &shrinkable {
+            cost[entries[i].facts.partition as usize] -= entries[i].tokens - less;
+            taken += 1;
+            verdict = self.fits(&cost, ceilings, own, p);
+            if verdict.is_ok() {
+                break;
+            }
+        }
+        verdict?;
+        for &(i, less) in &shrinkable[..taken] {
             entries[i].shrunk_from = Some(entries[i].tokens);
             entries[i].tokens = less;
         }

@@ -167,11 +167,13 @@ pub struct PlannedItem {
 }
 
 contract! {
-/// The tool result a placeholder stands for: a host gives it back by its digest.
+/// The tool result a placeholder stands for. The result itself is the
+/// session's event `seq` (and, when externalized, the content its
+/// `contentRef` names).
 pub struct Shrunk {
     /// The sha256 of the result's content, as its item's `digest`.
     pub digest: String,
-    /// The result's own tokens.
+    /// What the result would cost whole, framing included (as `tokens` counts).
     pub tokens: u64,
 }
 }

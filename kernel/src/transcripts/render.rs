@@ -175,6 +175,14 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     let (slots, tools) = r.place(plan);
     let slots = r.pair(slots);
     let slots = r.fit(slots);
+    // Said of the shrunk results the body holds, not of those pairing left out.
+    let shrunk: BTreeMap<&str, _> = plan.context.iter().filter_map(|p| Some((p.item_id.as_str(), p.shrunk.as_ref()?))).collect();
+    for id in slots.iter().filter(|s| s.turn.speaker == Speaker::Tool).filter_map(|s| s.item.as_deref()) {
+        if let Some(shrunk) = shrunk.get(id) {
+            let detail = format!("{} tokens, content {}", shrunk.tokens, shrunk.digest);
+            r.note("shrunk-result", Some(id), "the result did not fit the window whole: a placeholder keeps its call's pair", Some(detail));
+        }
+    }
     if !slots.iter().any(|s| !s.turn.speaker.instructs()) && format != Format::Neutral {
         return Err(KernelError::invalid(format!(
             "the plan keeps no conversation to render: {} needs at least one message",
@@ -236,10 +244,6 @@ impl Renderer<'_> {
                     None => tools.push(tool.clone()),
                 }
                 continue;
-            }
-            if let Some(shrunk) = &planned.shrunk {
-                let detail = format!("{} tokens, content {}", shrunk.tokens, shrunk.digest);
-                self.note("shrunk-result", Some(id), "the result did not fit the window whole: a placeholder keeps its call's pair", Some(detail));
             }
             let trusted = item.trust <= Trust::Verified;
             let (text, parts) = match (&item.content, &item.content_ref) {

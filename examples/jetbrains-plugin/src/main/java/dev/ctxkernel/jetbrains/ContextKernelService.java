@@ -137,6 +137,10 @@ public final class ContextKernelService implements AutoCloseable {
      * (or {@value #MAX_STEPS} calls), each sent the body the kernel renders.
      * With a summarizer, the session is compacted first whenever its
      * conversation no longer fits the window.
+     *
+     * <p>Each answer is the session's before any tool it asks for runs, so a
+     * crash leaves its calls pending rather than forgotten; calls the step
+     * limit stops are answered as not run, so none stays unsettled.
      */
     public Answer ask(String question, ResponsesModel model, Provider summarizer) throws IOException, InterruptedException {
         List<Object> turn = new ArrayList<>(List.of(Map.of("role", "user", "content", question)));
@@ -151,22 +155,31 @@ public final class ContextKernelService implements AutoCloseable {
                     "policy", Map.of("model", "gpt-5", "instructions", "developer"))).bodyJson();
             bodies.add(body);
             JsonNode response = JSON.readTree(model.create(body));
-            List<JsonNode> calls = new ArrayList<>();
+            List<JsonNode> output = new ArrayList<>();
+            response.path("output").forEach(output::add);
+            // An answer cut short may end in reasoning with nothing after it, which belongs to no item.
+            while (!output.isEmpty() && output.get(output.size() - 1).path("type").asText().equals("reasoning")) {
+                output.remove(output.size() - 1);
+            }
+            if (output.isEmpty()) {
+                return new Answer("", bodies, false);
+            }
+            hand(new ArrayList<>(output));
+            List<JsonNode> calls = output.stream().filter(item -> item.path("type").asText().equals("function_call")).toList();
             StringBuilder text = new StringBuilder();
-            for (JsonNode item : response.path("output")) {
-                turn.add(item);
-                switch (item.path("type").asText()) {
-                    case "function_call" -> calls.add(item);
-                    case "message" -> item.path("content").forEach(part -> text.append(part.path("text").asText()));
-                    default -> { }
-                }
+            output.stream().filter(item -> item.path("type").asText().equals("message"))
+                    .forEach(item -> item.path("content").forEach(part -> text.append(part.path("text").asText())));
+            if (calls.isEmpty()) {
+                return new Answer(text.toString(), bodies, response.path("status").asText("completed").equals("completed"));
             }
-            if (calls.isEmpty() || bodies.size() >= MAX_STEPS) {
-                hand(turn);
-                return new Answer(text.toString(), bodies, calls.isEmpty());
-            }
+            boolean stopped = bodies.size() >= MAX_STEPS;
             for (JsonNode call : calls) {
-                turn.add(Map.of("type", "function_call_output", "call_id", call.path("call_id").asText(), "output", run(call)));
+                String result = stopped ? "not run: the step limit was reached" : run(call);
+                turn.add(Map.of("type", "function_call_output", "call_id", call.path("call_id").asText(), "output", result));
+            }
+            if (stopped) {
+                hand(turn);
+                return new Answer(text.toString(), bodies, false);
             }
         }
     }
@@ -189,6 +202,19 @@ public final class ContextKernelService implements AutoCloseable {
      * tool definitions go with them and are stored again only when changed.
      */
     private void hand(List<Object> items) {
+        try {
+            importTurns(items);
+        } catch (KernelException e) {
+            if (e.code() != ErrorCode.STALE) {
+                throw e;
+            }
+            // Another IDE window wrote to this session: these items follow what it wrote.
+            head = e.detail().path("currentHead").path("seq").asLong();
+            importTurns(items);
+        }
+    }
+
+    private void importTurns(List<Object> items) {
         Map<String, Object> transcript = new LinkedHashMap<>(Map.of("instructions", INSTRUCTIONS, "input", items));
         if (!tools.isEmpty()) {
             transcript.put("tools", tools.values().stream().map(Tool::definition).toList());

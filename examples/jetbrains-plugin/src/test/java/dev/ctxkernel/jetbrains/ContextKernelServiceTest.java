@@ -165,6 +165,31 @@ class ContextKernelServiceTest {
     }
 
     @Test
+    void callsTheStepLimitStopsAreAnsweredAsNotRun() throws Exception {
+        try (ContextKernelService service = open("ide-limit")) {
+            service.addTool("read_file", readFile());
+            ContextKernelService.ResponsesModel again = new ContextKernelService.ResponsesModel() {
+                int n;
+
+                @Override
+                public String create(String body) {
+                    n++;
+                    return "{\"status\":\"completed\",\"output\":[{\"type\":\"function_call\",\"id\":\"fc_" + n
+                            + "\",\"call_id\":\"call_" + n + "\",\"name\":\"read_file\",\"arguments\":\"{\\\"path\\\":\\\"build.gradle\\\"}\"}]}";
+                }
+            };
+            ContextKernelService.Answer answer = service.ask("Read build.gradle until you are sure.", again, null);
+            assertEquals(false, answer.finished());
+            assertEquals(8, answer.bodies().size());
+            assertTrue(service.plan().pendingToolCalls().isEmpty(), "no call is left unsettled");
+            ScriptedResponses model = new ScriptedResponses(service.kernel());
+            ContextKernelService.Answer next = service.ask("And now?", model, null);
+            assertTrue(next.bodies().get(0).contains("not run: the step limit was reached"));
+            assertEquals(List.of(), model.violations);
+        }
+    }
+
+    @Test
     void aToolThatFailsAnswersWithAnErrorTheModelReads() throws Exception {
         try (ContextKernelService service = open("ide-tools")) {
             ScriptedResponses model = new ScriptedResponses(service.kernel());
@@ -176,6 +201,23 @@ class ContextKernelServiceTest {
             }));
             ContextKernelService.Answer failed = service.ask("Now read build.gradle again.", model, null);
             assertTrue(failed.bodies().get(1).contains("error: disk on fire"));
+            assertEquals(List.of(), model.violations);
+        }
+    }
+
+    @Test
+    void anAnswerCutShortIsNotKeptAndAnotherWindowWritingMeanwhileIsFollowed() throws Exception {
+        try (ContextKernelService service = open("ide-cut")) {
+            ContextKernelService.ResponsesModel cut = body -> "{\"status\":\"incomplete\",\"output\":[{\"type\":\"reasoning\",\"id\":\"rs_1\",\"summary\":[]}]}";
+            ContextKernelService.Answer answer = service.ask("Think hard about the build.", cut, null);
+            assertEquals(List.of(false, ""), List.of(answer.finished(), answer.text()));
+            try (ContextKernelService other = open("ide-cut")) {
+                other.record("user", "From the other window.");
+            }
+            ScriptedResponses model = new ScriptedResponses(service.kernel());
+            ContextKernelService.Answer next = service.ask("Are you there?", model, null);
+            assertTrue(next.finished());
+            assertTrue(next.bodies().get(0).contains("From the other window.") && next.bodies().get(0).contains("Are you there?"));
             assertEquals(List.of(), model.violations);
         }
     }
