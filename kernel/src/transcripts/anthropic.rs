@@ -454,7 +454,7 @@ fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
 pub fn write(turns: &[Turn], body: &Body) -> Value {
     let mut system: Vec<Value> = Vec::new();
     let mut plain_system: Vec<&str> = Vec::new();
-    let mut messages: Vec<(String, Vec<Value>, Option<String>)> = Vec::new();
+    let mut messages: Vec<Message> = Vec::new();
     for turn in turns {
         match turn.speaker {
             Speaker::System | Speaker::Developer => {
@@ -492,13 +492,7 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             }
         }
     }
-    let messages: Vec<Value> = messages
-        .into_iter()
-        .map(|(role, content, plain)| match plain {
-            Some(text) => json!({"role": role, "content": text}),
-            None => json!({"role": role, "content": content}),
-        })
-        .collect();
+    let messages: Vec<Value> = messages.into_iter().map(Message::into_json).collect();
     let mut out = json!({"max_tokens": body.max_tokens, "messages": messages, "model": body.model});
     if plain_system.len() == 1 && system.len() == 1 {
         out["system"] = json!(plain_system[0]);
@@ -511,20 +505,57 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
     out
 }
 
-/// Appends content to the last message when it has the same role: results
-/// go ahead of a user message's other blocks, thinking ahead of an assistant's.
-fn push(messages: &mut Vec<(String, Vec<Value>, Option<String>)>, role: &str, content: Vec<Value>, plain: Option<String>) {
-    match messages.last_mut() {
-        Some((last, blocks, last_plain)) if last == role => {
-            if let Some(text) = last_plain.take() {
-                *blocks = vec![json!({"type": "text", "text": text})];
+/// A message being written: its role, its blocks, and its text alone while
+/// it is one plain turn. Once a second turn joins it, its blocks are kept in
+/// two runs, `first` (results in a user message, thinking in an
+/// assistant's) ahead of the rest, each in the order it came.
+struct Message {
+    role: &'static str,
+    first: Vec<Value>,
+    rest: Vec<Value>,
+    plain: Option<String>,
+    /// Whether a second turn joined: the first turn's blocks keep their own order until one does.
+    merged: bool,
+}
+
+impl Message {
+    /// Blocks that go first in a message of `role` once turns are merged.
+    fn leads(role: &str, block: &Value) -> bool {
+        let first: &[&str] = if role == "user" { &["tool_result"] } else { &["thinking", "redacted_thinking"] };
+        first.contains(&block.get("type").and_then(Value::as_str).unwrap_or(""))
+    }
+
+    fn into_json(self) -> Value {
+        match self.plain {
+            Some(text) => json!({"role": self.role, "content": text}),
+            None => {
+                let mut content = self.first;
+                content.extend(self.rest);
+                json!({"role": self.role, "content": content})
             }
-            blocks.extend(content);
-            let first: &[&str] = if role == "user" { &["tool_result"] } else { &["thinking", "redacted_thinking"] };
-            let rank = |b: &Value| u8::from(!first.contains(&b.get("type").and_then(Value::as_str).unwrap_or("")));
-            blocks.sort_by_key(rank);
         }
-        _ => messages.push((role.to_string(), content, plain)),
+    }
+}
+
+/// Appends content to the last message when it has the same role: results
+/// go ahead of a user message's other blocks, thinking ahead of an
+/// assistant's. Each block is placed once, so a long run of merged turns
+/// costs what its blocks do.
+fn push(messages: &mut Vec<Message>, role: &'static str, content: Vec<Value>, plain: Option<String>) {
+    match messages.last_mut() {
+        Some(last) if last.role == role => {
+            if let Some(text) = last.plain.take() {
+                last.rest = vec![json!({"type": "text", "text": text})];
+            }
+            if !last.merged {
+                (last.first, last.rest) = std::mem::take(&mut last.rest).into_iter().partition(|b| Message::leads(role, b));
+                last.merged = true;
+            }
+            for block in content {
+                if Message::leads(role, &block) { last.first.push(block) } else { last.rest.push(block) }
+            }
+        }
+        _ => messages.push(Message { role, first: Vec::new(), rest: content, plain, merged: false }),
     }
 }
 
