@@ -873,6 +873,52 @@ fn a_result_too_large_for_the_window_renders_as_a_placeholder_and_its_call_keeps
     }
 }
 
+#[test]
+fn a_custom_or_hosted_tool_output_never_goes_without_its_call() {
+    let patch = format!("*** Begin Patch\n{}\n*** End Patch", words(1_500));
+    let transcript = json!({"input": [
+        {"role": "user", "content": "Apply the fix."},
+        {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_patch", "name": "apply_patch", "input": patch},
+        {"type": "custom_tool_call_output", "call_id": "call_patch", "output": "Done: 3 files changed."},
+        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Patched.", "annotations": []}]},
+        {"role": "user", "content": words(200)},
+    ]});
+    let mut store = MemStore::default();
+    import(&mut store, "openai-responses", transcript, 0).unwrap();
+    let mut cut_between = 0;
+    for window in (1_400..6_000).step_by(200) {
+        let r = render(&mut store, "openai-responses", window, json!({})).unwrap();
+        assert_eq!(validate("openai-responses", &r["body"])["valid"], true, "at {window}: {:#}", r["body"]);
+        let types: Vec<&str> = r["body"]["input"].as_array().unwrap().iter().filter_map(|i| i["type"].as_str()).collect();
+        assert_eq!(types.contains(&"custom_tool_call_output"), types.contains(&"custom_tool_call"), "at {window}: {types:?}");
+        if r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "dropped-result") {
+            cut_between += 1;
+        }
+    }
+    assert!(cut_between > 0, "some window cuts between the call and its output");
+    // A host-built body with the output alone is named for it.
+    let body = json!({"model": "m", "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "custom_tool_call_output", "call_id": "call_x", "output": "ok"},
+        {"type": "computer_call", "call_id": "call_y", "action": {"type": "screenshot"}, "id": "cu_1", "pending_safety_checks": [], "status": "completed"},
+        {"type": "computer_call_output", "call_id": "call_y", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA=="}},
+    ]});
+    let violations = validate("openai-responses", &body)["violations"].clone();
+    let orphans: Vec<&str> = violations.as_array().unwrap().iter().filter(|v| v["rule"] == "result-without-call").map(|v| v["path"].as_str().unwrap()).collect();
+    assert_eq!(orphans, ["input[1]"], "{violations:#}");
+    // What a message holds inside it pairs nothing: rendered as it came, and valid.
+    let nested = json!({"input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "see"}, {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"}]},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
+        {"role": "user", "content": "and?"},
+    ]});
+    let mut store = MemStore::default();
+    import(&mut store, "openai-responses", nested, 0).unwrap();
+    let r = render(&mut store, "openai-responses", 100_000, json!({})).unwrap();
+    assert_eq!(validate("openai-responses", &r["body"])["valid"], true, "{:#}", r["body"]);
+    assert!(!r["body"].to_string().contains("custom_tool_call_output"), "the output has no call of its own in the body: {:#}", r["body"]);
+}
+
 /// Items appended as a host would, for the cases a transcript cannot say.
 fn append(store: &mut MemStore, items: &[Value]) {
     let seq = head(store)["seq"].as_u64().unwrap_or(0);

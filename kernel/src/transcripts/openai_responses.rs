@@ -323,6 +323,21 @@ fn strict_rules(r: &mut Reading, items: &[Value]) {
         .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call_output"))
         .filter_map(|i| i.get("call_id").and_then(Value::as_str))
         .collect();
+    // Items of hosted and custom tools pair by `call_id` too: an output
+    // (`custom_tool_call_output`, `computer_call_output`, …) follows its call.
+    let mut hosted: BTreeSet<(&str, &str)> = BTreeSet::new();
+    for (k, item) in items.iter().enumerate() {
+        let (Some(kind), Some(id)) = (item.get("type").and_then(Value::as_str), item.get("call_id").and_then(Value::as_str)) else { continue };
+        match kind.strip_suffix("_output") {
+            Some(call) if call.ends_with("_call") && call != "function_call" && !hosted.contains(&(call, id)) => {
+                r.fail(format!("input[{k}]"), "result-without-call", format!("`{kind}` `{id}` follows no `{call}` of that call_id"));
+            }
+            None if kind.ends_with("_call") && kind != "function_call" => {
+                hosted.insert((kind, id));
+            }
+            _ => {}
+        }
+    }
     for (k, item) in items.iter().enumerate() {
         if item.get("type").and_then(Value::as_str) == Some("function_call") {
             let id = item.get("call_id").and_then(Value::as_str).unwrap_or("");

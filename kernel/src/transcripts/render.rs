@@ -404,9 +404,13 @@ impl Renderer<'_> {
     fn fit(&mut self, slots: Vec<Slot>) -> Vec<Slot> {
         let format = self.format;
         let mut ids: BTreeMap<String, String> = BTreeMap::new();
+        let mut hosted_calls: BTreeSet<(String, String)> = BTreeSet::new();
         let mut out: Vec<Slot> = Vec::new();
         for mut s in slots {
             let speaker = s.turn.speaker;
+            if format == Format::OpenaiResponses {
+                self.pair_hosted(&mut s, &mut hosted_calls);
+            }
             let before = s.turn.parts.len();
             let mut dropped = Vec::new();
             s.turn.parts.retain(|p| {
@@ -462,6 +466,35 @@ impl Renderer<'_> {
             self.lead_with_user(&mut out);
         }
         out
+    }
+
+    /// Responses items the kernel keeps unread that pair by `call_id` — a
+    /// custom tool's `custom_tool_call` and `custom_tool_call_output`, a
+    /// `computer_call` and its output, … — stay paired: an output whose call
+    /// is not in the body (a cut fell between them) goes, as the API refuses it.
+    fn pair_hosted(&mut self, s: &mut Slot, calls: &mut BTreeSet<(String, String)>) {
+        // Only a turn written as items of its own: what a message holds inside it pairs nothing.
+        let t = &s.turn;
+        let standalone = t.speaker == Speaker::Assistant && t.provider_id.is_none() && t.calls.is_empty() && t.text.is_empty()
+            && t.parts.iter().all(|p| matches!(p.kind, PartKind::Reasoning | PartKind::Opaque));
+        if !standalone {
+            return;
+        }
+        let mut orphans = Vec::new();
+        s.turn.parts.retain(|p| match hosted_pairing(p) {
+            Some((false, call, id)) => {
+                calls.insert((call.to_string(), id.to_string()));
+                true
+            }
+            Some((true, call, id)) if !calls.contains(&(call.to_string(), id.to_string())) => {
+                orphans.push(id.to_string());
+                false
+            }
+            _ => true,
+        });
+        for id in orphans {
+            self.note("dropped-result", s.item.as_deref(), "its call is not in the rendered context", Some(id));
+        }
     }
 
     /// Anthropic refuses tool blocks in a request without tools: when the
@@ -629,6 +662,19 @@ impl Renderer<'_> {
             blobs.insert(reference.object_id.clone(), base64::engine::general_purpose::STANDARD.encode(bytes));
         }
         Ok(())
+    }
+}
+
+/// For a kept-unread Responses item that pairs by `call_id`: whether it is
+/// the output (`…_call_output`) or the call (`…_call`), the call's type, and
+/// the id; as `validate-request` pairs them.
+fn hosted_pairing(part: &Part) -> Option<(bool, &str, &str)> {
+    let fields = &part.provider_fields.as_ref().filter(|f| part.kind == PartKind::Opaque && f.format == Format::OpenaiResponses)?.fields;
+    let (kind, id) = (fields.get("type")?.as_str()?, fields.get("call_id")?.as_str()?);
+    match kind.strip_suffix("_output") {
+        Some(call) if call.ends_with("_call") => Some((true, call, id)),
+        None if kind.ends_with("_call") => Some((false, kind, id)),
+        _ => None,
     }
 }
 
