@@ -82,6 +82,21 @@ fn check(conv: &Conv, plan: &ContextPlan) -> Result<(), TestCaseError> {
             prop_assert!(usage.used <= usage.ceiling.max(usage.must_keep));
         }
     }
+    // A shrunk result is a selected result, cheaper than itself, that widens
+    // nothing and carries none of its content: only its size and digest.
+    for p in &plan.context {
+        let Some(shrunk) = &p.shrunk else { continue };
+        let original = by_id[p.item_id.as_str()];
+        prop_assert_eq!(p.keep, KeepReason::Selected);
+        prop_assert!(original["toolResult"].is_object() && p.tokens < shrunk.tokens);
+        prop_assert_eq!(serde_json::to_value(&p.item.sensitivity).unwrap(), original["sensitivity"].clone());
+        prop_assert_eq!(serde_json::to_value(&p.item.trust).unwrap(), original["trust"].clone());
+        prop_assert_eq!(serde_json::to_value(&p.item.allowed_sinks).unwrap(), original["allowedSinks"].clone());
+        let text = p.item.content.as_deref().unwrap_or("");
+        let content = original["content"].as_str().unwrap_or("");
+        prop_assert!(content.len() < 8 || !text.contains(content), "the placeholder holds the result");
+        prop_assert!(p.item.parts.is_empty() && text.contains(&shrunk.digest));
+    }
     let b = &plan.budget;
     prop_assert!(b.used <= b.input);
     prop_assert_eq!(b.used + b.reserved + b.free, b.input);

@@ -118,12 +118,12 @@ impl<'p> Budget<'p> {
                 let verdict = if cut {
                     Err((DropReason::HistoryCutoff, p))
                 } else {
-                    let cost = cost_of(unit.members().map(|i| (i, entries[i].tokens)), entries);
+                    let cost = cost_of(unit.members(), entries);
                     match self.fits(&cost, &ceilings, own, p) {
                         // Dropped even shrunk: for the reason it did not fit whole, so
                         // shrinking never cuts a history the whole exchange would not.
                         Err(whole) if self.policy.tool_results == ToolResults::Shrink && !unit.results.is_empty() => {
-                            self.fits_shrunk(unit, entries, candidates, &ceilings, own, p).map_err(|_| whole)
+                            self.fits_shrunk(unit, cost, entries, candidates, &ceilings, own, p).map_err(|_| whole)
                         }
                         verdict => verdict.map(|()| cost),
                     }
@@ -156,17 +156,18 @@ impl<'p> Budget<'p> {
         }
     }
 
-    /// Whether `unit` fits with its largest results shrunk to their
-    /// placeholders, one at a time (largest first, then in transcript order)
-    /// until it does; if so, those results are marked shrunk and the unit's
-    /// cost is returned. Only results larger than their placeholder shrink.
+    /// Whether `unit`, costing `cost` whole, fits with its largest results
+    /// shrunk to their placeholders, one at a time (largest first, then in
+    /// transcript order) until it does; if so, those results are marked
+    /// shrunk and the unit's cost is returned. Only results larger than
+    /// their placeholder shrink.
     #[inline(never)]
-    fn fits_shrunk(&self, unit: &Unit, entries: &mut [Entry], candidates: &[Candidate], ceilings: &[u64; 7], own: u64, p: Partition) -> Verdict {
+    #[allow(clippy::too_many_arguments)]
+    fn fits_shrunk(&self, unit: &Unit, mut cost: [u64; 7], entries: &mut [Entry], candidates: &[Candidate], ceilings: &[u64; 7], own: u64, p: Partition) -> Verdict {
         let overhead = u64::from(self.policy.item_overhead_tokens);
         let mut shrinkable: Vec<(usize, u64)> =
             unit.results.iter().filter_map(|&i| Some((i, shrink::shrunk_tokens(&candidates[i], entries[i].tokens, overhead)?))).collect();
         shrinkable.sort_by_key(|&(i, _)| (Reverse(entries[i].tokens), i));
-        let mut cost = cost_of(unit.members().map(|i| (i, entries[i].tokens)), entries);
         let mut verdict = Err((DropReason::BudgetExhausted, p));
         let mut taken = 0;
         for &(i, less) in &shrinkable {
@@ -201,11 +202,11 @@ impl<'p> Budget<'p> {
     }
 }
 
-/// Tokens per partition of members (entry index, tokens).
-fn cost_of(members: impl Iterator<Item = (usize, u64)>, entries: &[Entry]) -> [u64; 7] {
+/// Tokens per partition of a unit's members (entry indexes).
+fn cost_of(members: impl Iterator<Item = usize>, entries: &[Entry]) -> [u64; 7] {
     let mut cost = [0u64; 7];
-    for (i, tokens) in members {
-        cost[entries[i].facts.partition as usize] += tokens;
+    for i in members {
+        cost[entries[i].facts.partition as usize] += entries[i].tokens;
     }
     cost
 }

@@ -5,7 +5,7 @@ use crate::canonical;
 use crate::contracts::Partition;
 use crate::session::{Candidate, LogTables};
 use std::rc::Rc;
-use super::output::{Dropped, DroppedRef, ItemBody, PlannedItem, Shrunk};
+use super::output::{Dropped, DroppedRef, ItemBody, PlannedItem};
 use super::shrink;
 use super::units::{Decision, Entry, Unit};
 
@@ -47,8 +47,8 @@ pub(super) fn prompt_order(units: &[Unit], candidates: &[Candidate], entries: &[
             let c = &candidates[i];
             let (item, shrunk) = match entries[i].shrunk_from {
                 Some(tokens) => {
-                    let digest = c.item.digest.clone().unwrap_or_else(|| c.item.content_digest());
-                    (ItemBody { item: Rc::new(shrink::shrunk(c, tokens)), canonical: None }, Some(Shrunk { digest, tokens }))
+                    let (placeholder, shrunk) = shrink::shrunk(c, tokens);
+                    (ItemBody { item: Rc::new(placeholder), canonical: None }, Some(shrunk))
                 }
                 None => (ItemBody { item: Rc::clone(&c.item), canonical: c.canonical.clone() }, None),
             };

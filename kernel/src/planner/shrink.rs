@@ -7,6 +7,7 @@
 //! exchange does not fit and only those larger than their placeholder; an
 //! exchange that does not fit even so is dropped whole.
 
+use super::output::Shrunk;
 use crate::contracts::ContextItem;
 use crate::session::Candidate;
 use crate::tokens;
@@ -40,20 +41,20 @@ fn estimate(c: &Candidate, tokens: u64, digest: &str) -> u64 {
     u64::from(tokens::estimate(&placeholder(tokens, digest))) + carried
 }
 
-/// `c` (a result of `tokens` tokens, framing included) as its placeholder:
+/// `c` (a result of `tokens` tokens, framing included) as its placeholder —
 /// the same item, call, outcome, sensitivity and sinks, its content the
-/// placeholder alone. Written out field by field so the result's content
-/// is never copied.
-pub(super) fn shrunk(c: &Candidate, tokens: u64) -> ContextItem {
+/// placeholder alone — and what the placeholder stands for. Written out
+/// field by field so the result's content is never copied.
+pub(super) fn shrunk(c: &Candidate, tokens: u64) -> (ContextItem, Shrunk) {
     let digest = digest_of(c);
     let estimate = estimate(c, tokens, &digest);
     let text = placeholder(tokens, &digest);
     let item = &*c.item;
-    ContextItem {
-        content: Some(text.clone()),
+    let shown = ContextItem {
+        digest: Some(crate::canonical::digest_bytes(text.as_bytes())),
+        content: Some(text),
         content_ref: None,
         parts: Vec::new(),
-        digest: Some(crate::canonical::digest_bytes(text.as_bytes())),
         token_estimate: Some(u32::try_from(estimate).unwrap_or(u32::MAX)),
         allowed_sinks: item.allowed_sinks.clone(),
         anchor: item.anchor,
@@ -80,7 +81,8 @@ pub(super) fn shrunk(c: &Candidate, tokens: u64) -> ContextItem {
         tool_calls: Vec::new(),
         tool_result: item.tool_result.clone(),
         trust: item.trust,
-    }
+    };
+    (shown, Shrunk { digest, tokens })
 }
 
 /// What `c` costs shrunk, framing included, when that is less than `tokens`.
