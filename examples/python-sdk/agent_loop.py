@@ -5,20 +5,23 @@ The agent keeps its conversation the way Anthropic's Messages API holds it —
 whole history to the kernel before every model call (`import_messages`
 appends only what is new). It then asks the kernel for the request body of
 its next call (`render_context`): planned under the model's window, tool
-calls kept with their results, compacted through the model when the
-conversation no longer fits. At the end of a session it extracts what the
+calls kept with their results (an older result too large to keep whole
+shows as a placeholder, which the model can read back with `read_result`),
+compacted through the model when the conversation no longer fits. At the end of a session it extracts what the
 user asked it to remember, and a later session recalls it.
 
 The models are fakes, so the loop runs offline and the same way every time:
 `RecordedModel` replays recorded summaries and extractions, and
 `ScriptedAssistant` answers each rendered body as Anthropic would, asking
-for a tool once. Pass any callables with the same signatures to use real ones.
+for a file once, and for a result the window left out when the user asks
+about it again. Pass any callables with the same signatures to use real ones.
 
     python agent_loop.py [store.sqlite]
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +36,13 @@ TOOLS = [{
     "name": "read_file",
     "description": "Reads a file of the repository.",
     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+}, {
+    "name": "read_result",
+    "description": "Reads back a tool result that was left out to fit the context window, by the sha256 its placeholder names.",
+    "input_schema": {"type": "object", "properties": {"sha256": {"type": "string"}}, "required": ["sha256"]},
 }]
 FILES = {"exporter/jobs.py": "def nightly_export(db):\n    return db.query('SELECT * FROM orders JOIN invoices ON invoices.order_id = orders.id')\n"}
+LEFT_OUT = re.compile(r"\[tool result left out to fit the context window: \d+ tokens, content (sha256:[0-9a-f]{64})\]")
 
 
 class RecordedModel:
@@ -57,7 +65,8 @@ class ScriptedAssistant:
     when the user names a file it has not read yet, else a text reply to the
     latest user text. Keeps every body it was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, files: dict[str, str] = FILES) -> None:
+        self.files = files
         self.bodies: list[dict] = []
 
     def __call__(self, body: dict) -> dict:
@@ -68,7 +77,11 @@ class ScriptedAssistant:
             text = "The query joins orders and invoices without an index on invoice.order_id; I'll profile each batch."
             return {"role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
         last = " ".join(block["text"] for block in blocks if block["type"] == "text")
-        named = [path for path in FILES if path in last]
+        left_out = [match for message in body["messages"] for match in LEFT_OUT.findall(json.dumps(message["content"]))]
+        if "again" in last and left_out:
+            call = {"type": "tool_use", "id": f"toolu_{len(self.bodies):04d}", "name": "read_result", "input": {"sha256": left_out[-1]}}
+            return {"role": "assistant", "content": [call], "stop_reason": "tool_use"}
+        named = [path for path in self.files if path in last]
         if named:
             call = {"type": "tool_use", "id": f"toolu_{len(self.bodies):04d}", "name": "read_file", "input": {"path": named[0]}}
             return {"role": "assistant", "content": [{"type": "text", "text": "Reading the job first."}, call], "stop_reason": "tool_use"}
@@ -102,6 +115,9 @@ class Agent:
     head: int = 0
     compactions: list[dict] = field(default_factory=list)
     imports: list[dict] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=lambda: dict(FILES))
+    # The results the model was shown left out, by the handle their placeholder names.
+    left_out: set[str] = field(default_factory=set)
 
     def sync(self) -> None:
         """Hands the whole history to the kernel, which appends only what it does not hold yet."""
@@ -127,8 +143,32 @@ class Agent:
             )
             self.compactions.append(receipt)
             self.head = receipt["head"]["seq"]
-        return self.kernel.render_context({"schemaVersion": 1, "format": "anthropic-messages", "plan": self.plan_request(),
-                                           "policy": {"model": "claude-sonnet-4-5"}})
+        rendered = self.kernel.render_context({"schemaVersion": 1, "format": "anthropic-messages", "plan": self.plan_request(),
+                                               "policy": {"model": "claude-sonnet-4-5"}})
+        self.left_out.update(note["shrunk"]["digest"] for note in rendered["notes"] if note["action"] == "shrunk-result")
+        return rendered
+
+    def run_tool(self, call: dict) -> str:
+        """A call's result as the model reads it; an unknown tool or a bad handle is an error it can read too."""
+        if call["name"] == "read_file":
+            return self.files.get(call["input"].get("path"), "no such file")
+        if call["name"] == "read_result":
+            return self.read_result(str(call["input"].get("sha256", "")))
+        return f"error: no tool named {call['name']}"
+
+    def read_result(self, digest: str) -> str:
+        """A result the window left out, served back by the kernel. Only a
+        placeholder the model was shown is answered: the plan admitted
+        that result for this model, and nothing else of the session."""
+        handle = digest if digest.startswith("sha256:") else f"sha256:{digest}"
+        if handle not in self.left_out:
+            return f"error: no result was left out with content {handle}"
+        item = self.kernel.read_events({"schemaVersion": 1, "sessionId": self.session_id, "contentDigest": handle, "limit": 1})["events"][0]["item"]
+        if "content" in item:
+            return item["content"]
+        # An externalized result: its bytes, for this sink.
+        request = {"schemaVersion": 1, "objectId": item["contentRef"]["objectId"], "sink": "model:agent"}
+        return self.kernel.get_content(request).decode()
 
     def turn(self, user_text: str) -> dict:
         """One exchange: the user's text, then model calls until the model stops asking for tools."""
@@ -141,8 +181,7 @@ class Agent:
             calls = [block for block in answer["content"] if block["type"] == "tool_use"]
             if not calls:
                 return rendered
-            results = [{"type": "tool_result", "tool_use_id": call["id"], "content": FILES.get(call["input"]["path"], "no such file")}
-                       for call in calls]
+            results = [{"type": "tool_result", "tool_use_id": call["id"], "content": self.run_tool(call)} for call in calls]
             self.messages.append({"role": "user", "content": results})
 
     def learn(self) -> list[dict]:

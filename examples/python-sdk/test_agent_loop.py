@@ -57,8 +57,8 @@ def test_the_host_sends_its_whole_history_and_the_kernel_appends_only_the_new_tu
     first = result["first"]
     imports = first.imports
     assert all(len(i["appended"]) <= 3 for i in imports[1:]), "each sync adds the last answer, results and question"
-    # The system prompt, the tool and every message but the last answer and the user's last words.
-    assert imports[-1]["skipped"] == len(first.messages)
+    # The system prompt, each tool and every message but the last answer and the user's last words.
+    assert imports[-1]["skipped"] == 1 + len(agent_loop.TOOLS) + len(first.messages) - 2
     events = first.kernel.read_events({"schemaVersion": 1, "sessionId": "py-session-1", "limit": 1000})["events"]
     turns = [e["item"] for e in events if e.get("item") and e["item"]["kind"] in ("message", "tool-evidence")]
     assert len(turns) == len(first.messages), "every message once"
@@ -90,3 +90,31 @@ def test_a_model_cannot_activate_what_the_user_did_not_say(result):
     candidates = kernel.read_memory({"schemaVersion": 1, "scope": "agent", "scopeId": "dana", "states": ["candidate"],
                                      "now": "2026-06-02T09:00:02Z"})["memories"]
     assert [m["record"]["memoryId"] for m in candidates] == [memory_id]
+
+
+def test_a_result_left_out_to_fit_is_read_back_when_the_model_asks(tmp_path):
+    store = SqliteStore(str(tmp_path / "agent.sqlite"))
+    parts = {f"exporter/part{n}.sql": "\n".join(f"-- part {n}, step {i}: copy the orders of batch {i} into the report table" for i in range(160))
+             for n in range(3)}
+    files = {**agent_loop.FILES, **parts}
+    assistant = agent_loop.ScriptedAssistant(files)
+    agent = agent_loop.Agent(Kernel(store), "py-read-back", "dana", assistant, agent_loop.RecordedModel(), files=files)
+    for path in parts:
+        agent.turn(f"Can you look at {path}?")
+    assert agent.left_out, "three large files do not all fit an 8k window whole"
+    agent.turn("What did the first part say again?")
+    # The model asked for the placeholder's handle and got the whole result back, in a valid body.
+    asked, answered = assistant.bodies[-1]["messages"][-2:]
+    call = next(b for b in asked["content"] if b["type"] == "tool_use")
+    assert call["name"] == "read_result" and call["input"]["sha256"] in agent.left_out
+    assert answered["content"][0]["tool_use_id"] == call["id"]
+    assert answered["content"][0]["content"] in parts.values()
+    assert agent.kernel.validate_request({"schemaVersion": 1, "format": "anthropic-messages", "body": assistant.bodies[-1]})["valid"]
+    # Only a handle the model was shown is served: nothing else of the session.
+    other = agent.kernel.read_events({"schemaVersion": 1, "sessionId": "py-read-back", "limit": 1})["events"][0]["item"]
+    assert agent.read_result(other["digest"]).startswith("error:")
+    assert agent.read_result("sha256:" + "0" * 64).startswith("error:")
+    with pytest.raises(KernelError) as bad:
+        agent.kernel.read_events({"schemaVersion": 1, "sessionId": "py-read-back", "contentDigest": "sha256:XYZ"})
+    assert "contentDigest" in str(bad.value)
+    store.close()

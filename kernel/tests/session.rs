@@ -211,3 +211,54 @@ fn a_stored_session_withholds_what_inline_items_would() {
         assert!(decisions(&stored).iter().any(|(_, d)| d == "\"sink-denied\""), "sink {sink}");
     }
 }
+
+#[test]
+fn a_shrunk_result_is_served_back_by_the_digest_its_placeholder_shows() {
+    let mut store = MemStore::default();
+    let mut kernel = Kernel::default();
+    let mut conv = Conv::new();
+    // More than a page of events before the results, so the walk crosses pages.
+    for n in 0..300 {
+        conv.user(&format!("note {n}"));
+    }
+    let big = words(3_000);
+    conv.user("Look at both logs.");
+    conv.call("Reading both.", &["c_big", "c_same"]);
+    let first = conv.result("c_big", &big, "success");
+    let second = conv.result("c_same", &big, "success");
+    conv.assistant(&words(200));
+    conv.user("What did they say?");
+    append(&mut store, &conv.items, json!({"seq": 0})).unwrap();
+
+    let plan = session_plan(&mut kernel, &mut store, 2_000).unwrap();
+    let shrunk = plan["context"].as_array().unwrap().iter().find(|p| p["itemId"] == first.as_str()).unwrap();
+    let digest = shrunk["shrunk"]["digest"].as_str().expect("the large result is shrunk").to_string();
+    assert!(shrunk["item"]["content"].as_str().unwrap().contains(&digest));
+    let before = store.entries.clone();
+
+    let read = |store: &mut MemStore, extra: Value| {
+        let mut request = json!({"schemaVersion": 1, "sessionId": "s/1 会话", "contentDigest": digest});
+        request.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        call(store, Command::ReadEvents, &request)
+    };
+    let all = read(&mut store, json!({})).unwrap();
+    let found: Vec<(&str, &str)> = all["events"].as_array().unwrap().iter()
+        .map(|e| (e["item"]["itemId"].as_str().unwrap(), e["item"]["content"].as_str().unwrap())).collect();
+    assert_eq!(found, [(first.as_str(), big.as_str()), (second.as_str(), big.as_str())], "both results holding that content, in order");
+    assert_eq!(all["more"], false);
+    // `limit` counts what is returned; the walk goes on from the last one.
+    let one = read(&mut store, json!({"limit": 1})).unwrap();
+    assert_eq!((one["events"].as_array().unwrap().len(), &one["more"]), (1, &json!(true)));
+    let next = read(&mut store, json!({"limit": 1, "afterSeq": one["events"][0]["seq"]})).unwrap();
+    assert_eq!(next["events"][0]["item"]["itemId"], second.as_str());
+    // A digest nothing holds finds nothing; a malformed one is refused by name.
+    let none = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s/1 会话", "contentDigest": ctxkernel::canonical::digest_bytes(b"other")})).unwrap();
+    assert_eq!((none["events"].as_array().unwrap().len(), &none["more"]), (0, &json!(false)));
+    for bad in [json!("sha256:ABC"), json!(digest.to_uppercase()), json!(""), json!(7), json!(format!("{digest}\u{200b}"))] {
+        let err = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s/1 会话", "contentDigest": bad})).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest, "{bad}");
+        assert!(err.message.contains("contentDigest"), "{bad}: {}", err.message);
+        assert_eq!(err.detail["path"], "contentDigest", "{bad}");
+    }
+    assert_eq!(store.entries, before, "reading writes nothing");
+}

@@ -865,7 +865,12 @@ fn a_result_too_large_for_the_window_renders_as_a_placeholder_and_its_call_keeps
         assert!(body.contains(&format!("content {digest}")), "{format}: the placeholder names the digest: {body}");
         assert!(!body.contains(&log[..200]), "{format}: the result itself is left out");
         let note = r["notes"].as_array().unwrap().iter().find(|n| n["action"] == "shrunk-result").cloned();
-        assert!(note.is_some_and(|n| n["detail"].as_str().unwrap().contains(&digest)), "{format}: {:#}", r["notes"]);
+        let note = note.unwrap_or_else(|| panic!("{format}: {:#}", r["notes"]));
+        assert_eq!(note["shrunk"]["digest"], digest.as_str(), "{format}: {note:#}");
+        // The handle serves the result back, whole.
+        let back = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s", "contentDigest": note["shrunk"]["digest"]})).unwrap();
+        assert_eq!(back["events"][0]["item"]["content"], log.as_str(), "{format}");
+        assert_eq!(back["events"][0]["item"]["itemId"], note["itemId"], "{format}");
         // A window that holds it all renders the result whole.
         let whole = render(&mut store, format, 100_000, json!({})).unwrap();
         assert!(whole["body"].to_string().contains(&log[..200]));

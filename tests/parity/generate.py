@@ -872,6 +872,24 @@ fixture("transcripts-unsettled-and-invalid",
            validate("openai-responses", {"model": "m", "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}),
            validate("openai-chat", CHAT | {"model": "gpt-test"})])
 
+# A result too large for the window is shrunk to a placeholder naming its sha256; that handle reads it back.
+LOG = "\n".join(f"step {i}: {words(12, i)}" for i in range(220))
+SHRINK = {"messages": [
+    {"role": "user", "content": "Why did the nightly build fail?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_log", "type": "function", "function": {"name": "read_log", "arguments": "{\"job\": 7}"}}]},
+    {"role": "tool", "tool_call_id": "call_log", "content": LOG},
+    {"role": "assistant", "content": "The linker ran out of memory."},
+    {"role": "user", "content": "What fixes it? " + words(300, 5)}],
+    "tools": [{"type": "function", "function": {"name": "read_log", "parameters": {"type": "object"}}}]}
+fixture("transcripts-shrunk-read-back", "An old tool result that no longer fits is rendered as a placeholder naming its "
+        "sha256 in every format; read-events serves the result back by that handle; a malformed handle is refused.",
+        [import_messages("openai-chat", SHRINK)] + [render(f, window=3000) for f in FORMATS[:3]]
+        + [{"command": "read-events", "request": {"schemaVersion": 1, "sessionId": "t1", "contentDigest": {"$ref": f"{n}#/notes/0/shrunk/digest"}}}
+           for n in (1, 3)]
+        + [{"command": "read-events", "request": {"schemaVersion": 1, "sessionId": "t1", "contentDigest": digest, "limit": 1}}
+           for digest in ("sha256:" + "0" * 64, "sha256:XYZ")])
+
 # Runner robustness: a reference that points at nothing is written down and
 # the run goes on; a format fills every `{}`; a field name as long as the
 # kernel takes reaches it through every host's JSON reader.

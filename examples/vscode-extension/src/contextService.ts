@@ -89,10 +89,32 @@ function asParam(message: ChatCompletionMessage): ChatCompletionAssistantMessage
   };
 }
 
+/** The pattern a shrunk result's placeholder names its content by. */
+const HANDLE = /^sha256:[0-9a-f]{64}$/;
+
 export class ContextService {
   private head: number;
   private readonly sink: string;
   private readonly clock: () => string;
+  /** The results the model was shown left out, by the handle their placeholder names. */
+  private readonly leftOut = new Set<string>();
+
+  /**
+   * Offered with the options' tools (one of theirs by the same name wins):
+   * reads back a result the window left out, by the sha256 its placeholder
+   * names.
+   */
+  readonly readResult: Tool = {
+    definition: {
+      type: 'function',
+      function: {
+        name: 'read_result',
+        description: 'Reads back a tool result that was left out to fit the context window, by the sha256 its placeholder names.',
+        parameters: { type: 'object', properties: { sha256: { type: 'string' } }, required: ['sha256'] },
+      },
+    },
+    run: (args) => this.leftOutResult(String((args as { sha256?: unknown } | null)?.sha256 ?? '')),
+  };
 
   constructor(
     readonly kernel: Kernel,
@@ -137,7 +159,7 @@ export class ContextService {
 
   private importTurns(messages: ChatCompletionMessageParam[]): void {
     const instructions: ChatCompletionMessageParam[] = this.options.instructions ? [{ role: 'developer', content: this.options.instructions }] : [];
-    const tools = Object.values(this.options.tools ?? {}).map((t) => t.definition);
+    const tools = Object.values(this.tools()).map((t) => t.definition);
     const response = this.kernel.importMessages({
       schemaVersion: 1,
       sessionId: this.options.sessionId,
@@ -150,6 +172,26 @@ export class ContextService {
       transcript: { messages: [...instructions, ...messages], ...(tools.length ? { tools } : {}) },
     });
     this.head = response.head.seq;
+  }
+
+  private tools(): Record<string, Tool> {
+    return { ...this.options.tools, read_result: this.options.tools?.read_result ?? this.readResult };
+  }
+
+  /**
+   * A result the window left out, served back by the kernel. Only a
+   * placeholder the model was shown is answered: the plan admitted that
+   * result for this sink, and nothing else of the session.
+   */
+  private leftOutResult(sha256: string): string {
+    const handle = sha256.startsWith('sha256:') ? sha256 : `sha256:${sha256}`;
+    if (!HANDLE.test(handle) || !this.leftOut.has(handle)) throw new Error(`no result was left out with content ${handle}`);
+    const [event] = this.kernel.readEvents({ schemaVersion: 1, sessionId: this.options.sessionId, contentDigest: handle, limit: 1 }).events;
+    const item = event?.item;
+    if (typeof item?.content === 'string') return item.content;
+    if (!item?.contentRef) throw new Error(`the session no longer holds content ${handle}`);
+    // An externalized result: its bytes, for this sink.
+    return new TextDecoder().decode(this.kernel.getContent({ schemaVersion: 1, objectId: item.contentRef.objectId, sink: this.sink }));
   }
 
   private planRequest(): PlanRequest {
@@ -169,6 +211,7 @@ export class ContextService {
       plan: this.planRequest(),
       policy: { model: this.options.chatModel ?? 'gpt-4.1', instructions: 'developer' },
     });
+    for (const note of rendered.notes) if (note.shrunk) this.leftOut.add(note.shrunk.digest);
     return rendered as unknown as ChatRequest;
   }
 
@@ -211,7 +254,7 @@ export class ContextService {
 
   /** A call's result as the model reads it; a failing or unknown tool is an error it can read too. */
   private async run(call: ChatCompletionMessageToolCall): Promise<string> {
-    const tool = call.type === 'function' ? this.options.tools?.[call.function.name] : undefined;
+    const tool = call.type === 'function' ? this.tools()[call.function.name] : undefined;
     if (!tool || call.type !== 'function') return `error: no tool named ${call.type === 'function' ? call.function.name : call.custom.name}`;
     try {
       return await tool.run(JSON.parse(call.function.arguments));

@@ -38,7 +38,9 @@ const clock = () => new Date(Date.UTC(2026, 5, 1, 9, minute++)).toISOString().re
 const FILES: Record<string, string> = {
   'src/cart.ts': 'export const total = (items: Item[]) => items.reduce((sum, i) => sum + i.price * i.qty, 0);\n',
   'src/coupon.ts': 'export const applyCoupon = (total: number, pct: number) => Math.round(total * (1 - pct / 100));\n',
+  'src/catalog.ts': Array.from({ length: 85 }, (_, i) => `export const item${i} = { sku: 'SKU-${i}', price: ${i + 1}99, title: 'Item number ${i}' };`).join('\n'),
 };
+const LEFT_OUT = /content (sha256:[0-9a-f]{64})\]/g;
 
 const readFile: Tool = {
   definition: {
@@ -79,6 +81,11 @@ class ScriptedChat implements ChatModel {
           this.written.set(id, args);
           return { id, type: 'function', function: { name: 'read_file', arguments: args } };
         });
+        // Asked to read back what was left out: the handle of the latest placeholder.
+        const handles = body.messages.flatMap((m) => (m.role === 'tool' ? [...String(m.content).matchAll(LEFT_OUT)].map((h) => h[1]) : []));
+        if (last.role === 'user' && String(userText).includes('read back') && handles.length) {
+          calls.push({ id: `call_${n}_back`, type: 'function', function: { name: 'read_result', arguments: JSON.stringify({ sha256: handles.at(-1) }) } });
+        }
         const text = last.role === 'tool' ? `I read ${String(last.content).length} characters; the rounding happens before the discount.` : `Noted (${n}).`;
         const message = calls.length ? { role: 'assistant' as const, content: null, refusal: null, tool_calls: calls } : { role: 'assistant' as const, content: text, refusal: null };
         return { id: `chatcmpl-${n}`, object: 'chat.completion', created: 0, model: body.model, choices: [{ index: 0, finish_reason: calls.length ? 'tool_calls' : 'stop', logprobs: null, message }] };
@@ -112,7 +119,7 @@ async function setup(sessionId = 'vscode-shop') {
 }
 
 test('asking runs the parallel calls the model makes and sends it the bodies the kernel renders, arguments as written', async () => {
-  const { editor, store, chat } = await setup();
+  const { editor, store, chat, service } = await setup();
   const answer = await editor.run<Answer>('ctxkernel.ask', 'The total is wrong with a coupon: read src/cart.ts and src/coupon.ts.');
   assert.equal(answer.finished, true);
   assert.match(editor.shown.at(-1)!, /rounding happens before the discount/);
@@ -120,7 +127,7 @@ test('asking runs the parallel calls the model makes and sends it the bodies the
   assert.deepEqual(chat.violations, []);
   const body = chat.bodies[1];
   assert.equal(body.model, 'gpt-4.1');
-  assert.deepEqual(body.tools, [readFile.definition]);
+  assert.deepEqual(body.tools, [readFile.definition, service.readResult.definition]);
   assert.deepEqual(body.messages.map((m) => m.role), ['developer', 'user', 'assistant', 'tool', 'tool']);
   assert.equal(body.messages[0].content, 'You are a coding agent in the shop workspace.');
   const calls = (body.messages[2] as { tool_calls: ChatCompletionMessageToolCall[] }).tool_calls;
@@ -174,6 +181,28 @@ test('a tool that fails or does not exist answers with an error the model reads,
   assert.ok(results.includes('error: no tool named read_file'));
   assert.equal(answer.finished, true);
   assert.deepEqual(chat.violations, []);
+  store.close();
+});
+
+test('a result left out to fit the window is read back by the handle its placeholder names, and only such a result', async () => {
+  const { service, store, chat } = await setup('vscode-read-back');
+  await service.ask('Read src/catalog.ts, src/cart.ts and src/coupon.ts.', chat);
+  await service.ask(`Now a long aside. ${'Totals round half up after the coupon applies. '.repeat(120)}`, chat);
+  const shown = chat.bodies.at(-1)!.messages.filter((m) => m.role === 'tool').map((m) => String(m.content));
+  const placeholder = shown.find((c) => c.startsWith('[tool result left out'));
+  assert.ok(placeholder, `the catalog no longer fits whole: ${shown}`);
+  const answer = await service.ask('Please read back what was left out.', chat);
+  assert.equal(answer.finished, true);
+  const sent = answer.requests.at(-1)!.body.messages;
+  const back = sent.at(-1)!;
+  assert.equal(back.role === 'tool' && back.tool_call_id, `call_${chat.bodies.length - 1}_back`);
+  assert.equal(back.content, FILES['src/catalog.ts'], 'the whole result, as the tool returned it');
+  assert.deepEqual(chat.violations, []);
+  // Only a handle the model was shown is served; any other digest is an error it reads.
+  const other = service.kernel.readEvents({ schemaVersion: 1, sessionId: 'vscode-read-back', limit: 1 }).events[0].item!;
+  for (const handle of [other.digest!, `sha256:${'0'.repeat(64)}`, 'sha256:XYZ', '']) {
+    assert.throws(() => service.readResult.run({ sha256: handle }), /no result was left out/);
+  }
   store.close();
 });
 

@@ -47,6 +47,12 @@ pub struct ReadEventsRequest {
     /// Return events with a sequence number above this (default 0: from the start).
     #[serde(default)]
     pub after_seq: u64,
+    /// Only events whose item's content hashes to this digest: the handle a
+    /// shrunk tool result's placeholder shows, so the result can be served
+    /// back when the model asks for it. The log is walked in order and
+    /// `limit` counts the events returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_digest: Option<String>,
     #[serde(default = "default_read_limit")]
     pub limit: u32,
     pub schema_version: u32,
@@ -62,7 +68,8 @@ contract! {
 pub struct ReadEventsResponse {
     pub events: Vec<Event>,
     pub head: Head,
-    /// True when events after the last one returned exist.
+    /// True when events after the last one returned exist (with a
+    /// `contentDigest`, when the walk stopped at `limit` before the head).
     pub more: bool,
     pub schema_version: u32,
     pub session_id: String,
@@ -258,9 +265,36 @@ pub fn read(db: &mut Db, request: ReadEventsRequest) -> Result<ReadEventsRespons
     if revision == 0 {
         return Err(KernelError::new(ErrorCode::NotFound, format!("session `{session}` has no events")));
     }
-    let events = load(db, session, request.after_seq, request.limit as usize)?;
-    let more = events.last().is_some_and(|e| e.seq < head.seq);
+    let events = match &request.content_digest {
+        None => load(db, session, request.after_seq, request.limit as usize)?,
+        Some(digest) => holding(db, session, digest, request.after_seq, request.limit as usize)?,
+    };
+    // A page shorter than its limit walked to the head.
+    let more = events.len() == request.limit as usize && events.last().is_some_and(|e| e.seq < head.seq);
     Ok(ReadEventsResponse { schema_version: 1, session_id: request.session_id, head, events, more })
+}
+
+/// Events after `after_seq` whose item's content hashes to `digest`, at
+/// most `limit`, read a page at a time.
+fn holding(db: &mut Db, session: &str, digest: &str, mut after_seq: u64, limit: usize) -> Result<Vec<Event>> {
+    if !canonical::is_digest(digest) {
+        return Err(KernelError::invalid("contentDigest must be `sha256:` and 64 lowercase hex digits").with_detail(json!({"path": "contentDigest"})));
+    }
+    const PAGE: usize = 256;
+    let mut found = Vec::new();
+    loop {
+        let page = load(db, session, after_seq, PAGE)?;
+        let Some(last) = page.last().map(|e| e.seq) else { return Ok(found) };
+        for event in page {
+            if event.item.as_ref().is_some_and(|i| i.content_digest() == digest) {
+                found.push(event);
+                if found.len() == limit {
+                    return Ok(found);
+                }
+            }
+        }
+        after_seq = last;
+    }
 }
 
 /// Events after `after_seq`, at most `limit`, with their chain verified from

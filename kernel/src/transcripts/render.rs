@@ -25,7 +25,7 @@ use crate::canonical;
 use crate::content::{self, GetContentRequest};
 use crate::contracts::{ItemKind, Part, PartKind, ProviderFields, Role, ToolDefinition, ToolOutcome, Trust};
 use crate::error::{KernelError, Result};
-use crate::planner::{BudgetSummary, ContextPlan, PlanBinding, PlanRequest};
+use crate::planner::{BudgetSummary, ContextPlan, PlanBinding, PlanRequest, Shrunk};
 use crate::store::Db;
 use base64::Engine;
 use serde_json::value::RawValue;
@@ -118,6 +118,10 @@ pub struct RenderNote {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item_id: Option<String>,
     pub reason: String,
+    /// For `shrunk-result`: what the placeholder stands for. Its digest is
+    /// the handle `read-events` (`contentDigest`) serves the result back by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<Shrunk>,
 }
 }
 
@@ -157,7 +161,7 @@ struct Renderer<'a> {
 
 impl Renderer<'_> {
     fn note(&mut self, action: &str, item: Option<&str>, reason: &str, detail: Option<String>) {
-        self.notes.push(RenderNote { action: action.into(), detail, item_id: item.map(str::to_string), reason: reason.into() });
+        self.notes.push(RenderNote { action: action.into(), detail, item_id: item.map(str::to_string), reason: reason.into(), shrunk: None });
     }
 }
 
@@ -179,8 +183,13 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     let shrunk: BTreeMap<&str, _> = plan.context.iter().filter_map(|p| Some((p.item_id.as_str(), p.shrunk.as_ref()?))).collect();
     for id in slots.iter().filter(|s| s.turn.speaker == Speaker::Tool).filter_map(|s| s.item.as_deref()) {
         if let Some(shrunk) = shrunk.get(id) {
-            let detail = format!("{} tokens, content {}", shrunk.tokens, shrunk.digest);
-            r.note("shrunk-result", Some(id), "the result did not fit the window whole: a placeholder keeps its call's pair", Some(detail));
+            r.notes.push(RenderNote {
+                action: "shrunk-result".into(),
+                detail: None,
+                item_id: Some(id.to_string()),
+                reason: "the result did not fit the window whole: a placeholder keeps its call's pair".into(),
+                shrunk: Some((*shrunk).clone()),
+            });
         }
     }
     if !slots.iter().any(|s| !s.turn.speaker.instructs()) && format != Format::Neutral {
@@ -540,6 +549,7 @@ impl Renderer<'_> {
                 detail: Some(format!("`{id}` → `{new}`")),
                 item_id: s.item.clone(),
                 reason: format!("{} refuses this call id", self.format.name()),
+                shrunk: None,
             });
             *id = new.clone();
         };
@@ -600,6 +610,7 @@ impl Renderer<'_> {
                     detail: Some(why),
                     item_id: Some(turn.path.clone()),
                     reason: format!("the {} part cannot be sent", part.kind_name()),
+                    shrunk: None,
                 });
             }
             if !turn.parts.is_empty() {

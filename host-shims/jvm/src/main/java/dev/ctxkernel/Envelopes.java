@@ -123,7 +123,7 @@ public interface Envelopes {
     /** A stored binary part ({@code digest}) or an opaque one ({@code type}) of an appended item. */
     record ImportedPart(String digest, String itemId, long part, String type) {}
 
-    record RenderNote(String action, String detail, String itemId, String reason) {}
+    record RenderNote(String action, String detail, String itemId, String reason, Shrunk shrunk) {}
 
     /** {@code bodyJson}: the body's exact text, to send as it is; {@code body} is it parsed. */
     record RenderResponse(PlanBinding binding, JsonNode body, String bodyJson, BudgetSummary budget, String format,

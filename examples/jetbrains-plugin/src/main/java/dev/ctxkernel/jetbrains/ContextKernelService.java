@@ -19,11 +19,14 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Function;
 import java.util.function.Supplier;
+import java.util.regex.Pattern;
 
 /**
  * The kernel of one open project, as a JetBrains project-level service holds
@@ -52,6 +55,9 @@ public final class ContextKernelService implements AutoCloseable {
     /** Model calls one question may take, tool rounds included. */
     private static final int MAX_STEPS = 8;
     private static final String INSTRUCTIONS = "You are a coding agent inside the IDE. Read files before you change them.";
+
+    /** The handle a shrunk result's placeholder names its content by. */
+    private static final Pattern HANDLE = Pattern.compile("sha256:[0-9a-f]{64}");
 
     /** A Responses API call: the request body's exact text in, the response's JSON text out. */
     @FunctionalInterface
@@ -91,7 +97,19 @@ public final class ContextKernelService implements AutoCloseable {
     private final String sessionId;
     private final Supplier<String> clock;
     private final Map<String, Tool> tools = new LinkedHashMap<>();
+    /** The results the model was shown left out, by the handle their placeholder names. */
+    private final Set<String> leftOut = new HashSet<>();
     private long head;
+
+    /**
+     * Offered with the added tools (one added by the same name wins): reads
+     * back a result the window left out, by the sha256 its placeholder names.
+     */
+    public final Tool readResult = new Tool(
+            Map.of("type", "function", "name", "read_result",
+                    "description", "Reads back a tool result that was left out to fit the context window, by the sha256 its placeholder names.",
+                    "parameters", Map.of("type", "object", "properties", Map.of("sha256", Map.of("type", "string")), "required", List.of("sha256"))),
+            args -> leftOutResult(args.path("sha256").asText()));
 
     public ContextKernelService(Path projectDir, String sessionId, Supplier<String> clock) {
         try {
@@ -151,8 +169,10 @@ public final class ContextKernelService implements AutoCloseable {
             if (summarizer != null && plan().dropped().stream().anyMatch(d -> d.reason().equals("budget-exhausted"))) {
                 compact(summarizer);
             }
-            String body = kernel.renderContext(Map.of("schemaVersion", 1, "format", "openai-responses", "plan", planRequest(),
-                    "policy", Map.of("model", "gpt-5", "instructions", "developer"))).bodyJson();
+            Envelopes.RenderResponse rendered = kernel.renderContext(Map.of("schemaVersion", 1, "format", "openai-responses",
+                    "plan", planRequest(), "policy", Map.of("model", "gpt-5", "instructions", "developer")));
+            rendered.notes().stream().filter(n -> n.shrunk() != null).forEach(n -> leftOut.add(n.shrunk().digest()));
+            String body = rendered.bodyJson();
             bodies.add(body);
             JsonNode response = JSON.readTree(model.create(body));
             List<JsonNode> output = new ArrayList<>();
@@ -186,7 +206,7 @@ public final class ContextKernelService implements AutoCloseable {
 
     /** A call's output as the model reads it; a failing or unknown tool is an error it can read too. */
     private String run(JsonNode call) {
-        Tool tool = tools.get(call.path("name").asText());
+        Tool tool = offered().get(call.path("name").asText());
         if (tool == null) {
             return "error: no tool named " + call.path("name").asText();
         }
@@ -195,6 +215,37 @@ public final class ContextKernelService implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             return "error: " + e.getMessage();
         }
+    }
+
+    private Map<String, Tool> offered() {
+        Map<String, Tool> offered = new LinkedHashMap<>(tools);
+        offered.putIfAbsent("read_result", readResult);
+        return offered;
+    }
+
+    /**
+     * A result the window left out, served back by the kernel. Only a
+     * placeholder the model was shown is answered: the plan admitted that
+     * result for this sink, and nothing else of the session.
+     */
+    private String leftOutResult(String sha256) {
+        String handle = sha256.startsWith("sha256:") ? sha256 : "sha256:" + sha256;
+        if (!HANDLE.matcher(handle).matches() || !leftOut.contains(handle)) {
+            throw new IllegalArgumentException("no result was left out with content " + handle);
+        }
+        List<JsonNode> events = kernel.readEvents(
+                Map.of("schemaVersion", 1, "sessionId", sessionId, "contentDigest", handle, "limit", 1)).events();
+        JsonNode item = events.isEmpty() ? JSON.missingNode() : events.get(0).path("item");
+        if (item.path("content").isTextual()) {
+            return item.path("content").asText();
+        }
+        if (!item.has("contentRef")) {
+            throw new IllegalStateException("the session no longer holds content " + handle);
+        }
+        // An externalized result: its bytes, for this sink.
+        byte[] bytes = kernel.getContent(Map.of("schemaVersion", 1, "objectId", item.path("contentRef").path("objectId").asText(),
+                "sink", "model:ide"));
+        return new String(bytes, StandardCharsets.UTF_8);
     }
 
     /**
@@ -216,9 +267,7 @@ public final class ContextKernelService implements AutoCloseable {
 
     private void importTurns(List<Object> items) {
         Map<String, Object> transcript = new LinkedHashMap<>(Map.of("instructions", INSTRUCTIONS, "input", items));
-        if (!tools.isEmpty()) {
-            transcript.put("tools", tools.values().stream().map(Tool::definition).toList());
-        }
+        transcript.put("tools", offered().values().stream().map(Tool::definition).toList());
         head = kernel.importMessages(Map.of("schemaVersion", 1, "sessionId", sessionId, "expectedHead", Map.of("seq", head),
                 "now", clock.get(), "format", "openai-responses", "history", "new", "sensitivity", "internal",
                 "allowedSinks", List.of("model:*", "log"), "transcript", transcript)).head().seq();

@@ -42,10 +42,11 @@ class ContextKernelServiceTest {
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final java.util.regex.Pattern LEFT_OUT = java.util.regex.Pattern.compile("content (sha256:[0-9a-f]{64})\\]");
     private static final Map<String, String> FILES = Map.of(
             "build.gradle", "plugins { id 'java' }\ndependencies { implementation project(':orders') }\n",
             "orders/OrderTotals.java", "public final class OrderTotals { long cents; }\n",
-            "build.log", "> Task :compileJava\n".repeat(4_000) + "error: cannot find symbol OrderTotals\n");
+            "build.log", "> Task :compileJava\n".repeat(3_000) + "error: cannot find symbol OrderTotals\n");
 
     private static ContextKernelService.Tool readFile() {
         return new ContextKernelService.Tool(
@@ -90,7 +91,15 @@ class ContextKernelServiceTest {
                 String question = last.path("content").asText();
                 FILES.keySet().stream().sorted().filter(question::contains).forEach(named::add);
             }
-            if (!named.isEmpty()) {
+            // Asked to read back what was left out: the handle of the latest placeholder.
+            List<String> handles = new ArrayList<>();
+            input.forEach(item -> LEFT_OUT.matcher(item.path("output").asText()).results().forEach(m -> handles.add(m.group(1))));
+            if (last.path("content").asText().contains("read back") && !handles.isEmpty()) {
+                ObjectNode call = output.addObject().put("type", "function_call").put("id", "fc_" + n + "_back")
+                        .put("call_id", "call_" + n + "_back").put("name", "read_result")
+                        .put("arguments", "{\"sha256\": \"" + handles.get(handles.size() - 1) + "\"}");
+                made.put("call_" + n + "_back", call);
+            } else if (!named.isEmpty()) {
                 ObjectNode reasoning = output.addObject().put("type", "reasoning").put("id", "rs_" + n).put("encrypted_content", "gAAAAB" + n + "==");
                 reasoning.putArray("summary").addObject().put("type", "summary_text").put("text", "Read the named files first.");
                 made.put("rs_" + n, reasoning);
@@ -161,6 +170,21 @@ class ContextKernelServiceTest {
             var plan = service.plan();
             assertTrue(plan.budget().used() <= plan.budget().input());
             assertTrue(plan.context().stream().anyMatch(p -> p.shrunk() != null));
+            // The model asks for what a placeholder left out and reads it whole.
+            ContextKernelService.Answer back = service.ask("Step 12: read back what was left out.", model, null);
+            assertTrue(back.finished());
+            JsonNode input = JSON.readTree(back.bodies().get(back.bodies().size() - 1)).path("input");
+            JsonNode output = input.get(input.size() - 1);
+            assertEquals("call_" + (model.bodies.size() - 1) + "_back", output.path("call_id").asText());
+            assertEquals(FILES.get("build.log"), output.path("output").asText(), "the whole log, as the tool returned it");
+            assertEquals(List.of(), model.violations);
+            // Only a handle the model was shown is served; any other digest is an error it reads.
+            String other = service.kernel().readEvents(Map.of("schemaVersion", 1, "sessionId", "ide-long", "limit", 1))
+                    .events().get(0).path("item").path("digest").asText();
+            for (String handle : List.of(other, "sha256:" + "0".repeat(64), "sha256:XYZ", "")) {
+                JsonNode args = JSON.createObjectNode().put("sha256", handle);
+                assertThrows(IllegalArgumentException.class, () -> service.readResult.run().apply(args), handle);
+            }
         }
     }
 
