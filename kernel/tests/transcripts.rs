@@ -879,7 +879,7 @@ fn a_result_too_large_for_the_window_renders_as_a_placeholder_and_its_call_keeps
 }
 
 #[test]
-fn a_custom_or_hosted_tool_output_never_goes_without_its_call() {
+fn a_custom_tool_call_and_its_output_are_kept_or_dropped_together_and_a_hosted_output_never_goes_without_its_call() {
     let patch = format!("*** Begin Patch\n{}\n*** End Patch", words(1_500));
     let transcript = json!({"input": [
         {"role": "user", "content": "Apply the fix."},
@@ -890,38 +890,46 @@ fn a_custom_or_hosted_tool_output_never_goes_without_its_call() {
     ]});
     let mut store = MemStore::default();
     import(&mut store, "openai-responses", transcript, 0).unwrap();
-    let mut cut_between = 0;
+    let (mut kept, mut dropped) = (0, 0);
     for window in (1_400..6_000).step_by(200) {
         let r = render(&mut store, "openai-responses", window, json!({})).unwrap();
         assert_eq!(validate("openai-responses", &r["body"])["valid"], true, "at {window}: {:#}", r["body"]);
         let types: Vec<&str> = r["body"]["input"].as_array().unwrap().iter().filter_map(|i| i["type"].as_str()).collect();
         assert_eq!(types.contains(&"custom_tool_call_output"), types.contains(&"custom_tool_call"), "at {window}: {types:?}");
-        if r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "dropped-result") {
-            cut_between += 1;
-        }
+        assert!(!r["notes"].as_array().unwrap().iter().any(|n| n["action"] == "dropped-result"), "the plan never splits them: {:#}", r["notes"]);
+        if types.contains(&"custom_tool_call") { kept += 1 } else { dropped += 1 }
     }
-    assert!(cut_between > 0, "some window cuts between the call and its output");
-    // A host-built body with the output alone is named for it.
+    assert!(kept > 0 && dropped > 0, "kept at {kept} windows, dropped at {dropped}");
+    // A host-built body with an output alone is named for it, once.
     let body = json!({"model": "m", "input": [
         {"role": "user", "content": "hi"},
         {"type": "custom_tool_call_output", "call_id": "call_x", "output": "ok"},
         {"type": "computer_call", "call_id": "call_y", "action": {"type": "screenshot"}, "id": "cu_1", "pending_safety_checks": [], "status": "completed"},
         {"type": "computer_call_output", "call_id": "call_y", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA=="}},
+        {"type": "computer_call_output", "call_id": "call_z", "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,AA=="}},
     ]});
     let violations = validate("openai-responses", &body)["violations"].clone();
-    let orphans: Vec<&str> = violations.as_array().unwrap().iter().filter(|v| v["rule"] == "result-without-call").map(|v| v["path"].as_str().unwrap()).collect();
-    assert_eq!(orphans, ["input[1]"], "{violations:#}");
-    // What a message holds inside it pairs nothing: rendered as it came, and valid.
+    let mut orphans: Vec<&str> = violations.as_array().unwrap().iter().filter(|v| v["rule"] == "result-without-call").map(|v| v["path"].as_str().unwrap()).collect();
+    orphans.sort();
+    assert_eq!(orphans, ["input[1]", "input[4]"], "{violations:#}");
+    // A custom call answered by a function's output (or the reverse) is not answered.
+    let crossed = json!({"model": "m", "input": [
+        {"role": "user", "content": "hi"},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]});
+    let violations = validate("openai-responses", &crossed)["violations"].clone();
+    assert!(violations.as_array().unwrap().iter().any(|v| v["rule"] == "call-without-result" && v["path"] == "input[1]"), "{violations:#}");
+    // A call inside a message pairs nothing: its output alone is refused on import.
     let nested = json!({"input": [
         {"role": "user", "content": [{"type": "input_text", "text": "see"}, {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"}]},
         {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
         {"role": "user", "content": "and?"},
     ]});
     let mut store = MemStore::default();
-    import(&mut store, "openai-responses", nested, 0).unwrap();
-    let r = render(&mut store, "openai-responses", 100_000, json!({})).unwrap();
-    assert_eq!(validate("openai-responses", &r["body"])["valid"], true, "{:#}", r["body"]);
-    assert!(!r["body"].to_string().contains("custom_tool_call_output"), "the output has no call of its own in the body: {:#}", r["body"]);
+    let err = import(&mut store, "openai-responses", nested, 0).unwrap_err();
+    assert!(err.detail.to_string().contains("result-without-call") && err.detail.to_string().contains("input[1]"), "{err:?}");
+    assert!(store.entries.is_empty(), "nothing written");
 }
 
 /// Items appended as a host would, for the cases a transcript cannot say.
@@ -1502,4 +1510,159 @@ fn a_transcript_nests_no_deeper_than_its_records_can_hold() {
     assert_eq!(validate("anthropic-messages", &rendered["body"])["valid"], json!(true));
     let body = json!({"messages": rendered["body"]["messages"], "tools": rendered["body"]["tools"]});
     import(&mut MemStore::default(), "anthropic-messages", body, 0).unwrap();
+}
+
+/// A Chat transcript with custom tools (a grammar and free text) called in
+/// parallel with a function.
+fn custom_chat() -> Value {
+    json!({
+        "messages": [
+            {"role": "user", "content": "Fix the typo and check CI."},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_p", "type": "custom", "custom": {"name": "apply_patch",
+                    "input": "*** Begin Patch\n*** Update File: a.py\n-  prnt('hi')\n+  print(\"hi ☕\")  \\u0041\n*** End Patch"}},
+                {"id": "call_ci", "type": "function", "function": {"name": "ci_status", "arguments": "{\"branch\": \"main\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_p", "content": "Done."},
+            {"role": "tool", "tool_call_id": "call_ci", "content": "green"},
+            {"role": "assistant", "content": "Fixed; CI is green."},
+            {"role": "user", "content": "Thanks."},
+        ],
+        "tools": [
+            {"type": "custom", "custom": {"name": "apply_patch", "description": "Applies a patch",
+                "format": {"type": "grammar", "grammar": {"definition": "start: \"*** Begin Patch\" /(.|\\n)*/ \"*** End Patch\"", "syntax": "lark"}}}},
+            {"type": "custom", "custom": {"name": "shell", "format": {"type": "text"}}},
+            {"type": "custom", "custom": {"name": "note"}},
+            {"type": "function", "function": {"name": "ci_status", "parameters": {"type": "object"}}},
+        ],
+    })
+}
+
+#[test]
+fn custom_tool_calls_round_trip_cross_between_openai_formats_and_reach_anthropic_as_text() {
+    let chat = custom_chat();
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", chat.clone(), 0).unwrap();
+    // Back to Chat: as it came, the input byte for byte.
+    let same = render(&mut store, "openai-chat", 100_000, json!({})).unwrap();
+    assert_eq!(same["notes"], json!([]));
+    assert_eq!((&same["body"]["messages"], &same["body"]["tools"]), (&chat["messages"], &chat["tools"]));
+    assert_eq!(validate("openai-chat", &same["body"])["valid"], true);
+
+    // To Responses: custom calls with outputs of their kind, custom tools in Responses' shape.
+    let responses = render(&mut store, "openai-responses", 100_000, json!({})).unwrap();
+    let body = &responses["body"];
+    assert_eq!(validate("openai-responses", body)["valid"], true, "{body:#}");
+    let input = body["input"].as_array().unwrap();
+    let kinds: Vec<&str> = input.iter().map(|i| i["type"].as_str().unwrap_or("message")).collect();
+    assert_eq!(kinds, ["message", "custom_tool_call", "function_call", "custom_tool_call_output", "function_call_output", "message", "message"], "{body:#}");
+    assert_eq!(input[1]["input"], chat["messages"][1]["tool_calls"][0]["custom"]["input"]);
+    assert_eq!(input[3]["call_id"], "call_p");
+    assert_eq!(body["tools"][0], json!({"type": "custom", "name": "apply_patch", "description": "Applies a patch",
+        "format": {"type": "grammar", "definition": "start: \"*** Begin Patch\" /(.|\\n)*/ \"*** End Patch\"", "syntax": "lark"}}));
+    assert_eq!(body["tools"][1], json!({"type": "custom", "name": "shell", "format": {"type": "text"}}));
+    assert_eq!(body["tools"][2], json!({"type": "custom", "name": "note"}));
+
+    // That body imported as a Responses transcript renders back to the same Chat transcript.
+    let mut again = MemStore::default();
+    let transcript = json!({"input": body["input"], "tools": body["tools"]});
+    import(&mut again, "openai-responses", transcript.clone(), 0).unwrap();
+    let back = render(&mut again, "openai-chat", 100_000, json!({})).unwrap();
+    assert_eq!((&back["body"]["messages"], &back["body"]["tools"]), (&chat["messages"], &chat["tools"]));
+    let round = render(&mut again, "openai-responses", 100_000, json!({})).unwrap();
+    assert_eq!((&round["body"]["input"], &round["body"]["tools"]), (&transcript["input"], &transcript["tools"]));
+
+    // To Anthropic, which has no custom tools: their definitions left out, their calls and results said in text.
+    let anthropic = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    let body = &anthropic["body"];
+    assert_eq!(validate("anthropic-messages", body)["valid"], true, "{body:#}");
+    assert_eq!(body["tools"], json!([{"name": "ci_status", "input_schema": {"type": "object"}}]));
+    let said = body["messages"][1]["content"].to_string();
+    assert!(said.contains("[called tool `apply_patch` (call call_p) with *** Begin Patch"), "{said}");
+    assert_eq!(body["messages"][1]["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_use").count(), 1);
+    let results = body["messages"][2]["content"].as_array().unwrap();
+    assert_eq!((results[0]["type"].as_str(), results[0]["tool_use_id"].as_str()), (Some("tool_result"), Some("call_ci")));
+    assert!(body["messages"][2]["content"].to_string().contains("[result of call call_p]"), "{body:#}");
+    let notes: Vec<(&str, &str)> = anthropic["notes"].as_array().unwrap().iter()
+        .map(|n| (n["action"].as_str().unwrap(), n["detail"].as_str().unwrap_or(""))).collect();
+    for tool in ["apply_patch", "shell", "note"] {
+        assert!(notes.contains(&("dropped-tool", tool)), "{notes:?}");
+    }
+    assert_eq!(notes.iter().filter(|(a, _)| *a == "call-as-text").count(), 2, "{notes:?}");
+
+    // With only custom tools, Anthropic gets every call in text.
+    let mut only = custom_chat();
+    only["tools"].as_array_mut().unwrap().pop();
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", only, 0).unwrap();
+    let body = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap()["body"].clone();
+    assert_eq!(validate("anthropic-messages", &body)["valid"], true, "{body:#}");
+    assert!(body.get("tools").is_none() && !body.to_string().contains("tool_use"), "{body:#}");
+}
+
+#[test]
+fn custom_tools_are_checked_like_function_tools_and_refused_by_path() {
+    let cases: Vec<(&str, fn(&mut Value), &str)> = vec![
+        ("messages[1].tool_calls[0].custom.input", |t| t["messages"][1]["tool_calls"][0]["custom"]["input"] = json!({"a": 1}), "wrong-type"),
+        ("messages[1].tool_calls[0].custom.input", |t| { t["messages"][1]["tool_calls"][0]["custom"].as_object_mut().unwrap().remove("input"); }, "missing-field"),
+        ("messages[1].tool_calls[0].function", |t| t["messages"][1]["tool_calls"][0]["function"] = json!({"name": "x", "arguments": "{}"}), "unknown-field"),
+        ("messages[1].tool_calls[0].type", |t| t["messages"][1]["tool_calls"][0]["type"] = json!("hosted"), "unknown-block-type"),
+        ("tools[0].custom.format.grammar.syntax", |t| t["tools"][0]["custom"]["format"]["grammar"]["syntax"] = json!("ebnf"), "wrong-type"),
+        ("tools[0].custom.format.grammar.definition", |t| { t["tools"][0]["custom"]["format"]["grammar"].as_object_mut().unwrap().remove("definition"); }, "missing-field"),
+        ("tools[1].custom.format.type", |t| t["tools"][1]["custom"]["format"]["type"] = json!("json"), "wrong-type"),
+        ("tools[1].custom.format.definition", |t| t["tools"][1]["custom"]["format"]["definition"] = json!("x"), "unknown-field"),
+        ("tools[2].custom.name", |t| t["tools"][2]["custom"]["name"] = json!("no spaces ☕"), "name-pattern"),
+    ];
+    for (path, break_it, rule) in cases {
+        let mut transcript = custom_chat();
+        break_it(&mut transcript);
+        let mut store = MemStore::default();
+        let err = import(&mut store, "openai-chat", transcript, 0).unwrap_err();
+        let violations = err.detail["violations"].as_array().cloned().unwrap_or_default();
+        assert!(violations.iter().any(|v| v["path"] == path && v["rule"] == rule), "{path} {rule}: {err:?}");
+        assert!(store.entries.is_empty(), "{path}: nothing written");
+    }
+    // Responses: a grammar's fields sit in the format itself, and a call id keeps its prefix.
+    let mut store = MemStore::default();
+    let err = import(&mut store, "openai-responses", json!({"input": [
+        {"role": "user", "content": "go"},
+        {"type": "custom_tool_call", "id": "fc_1", "call_id": "c1", "name": "f", "input": "x"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"}],
+        "tools": [{"type": "custom", "name": "f", "format": {"type": "grammar", "grammar": {"definition": "x", "syntax": "regex"}}}]}), 0).unwrap_err();
+    let paths: Vec<&str> = err.detail["violations"].as_array().unwrap().iter().map(|v| v["path"].as_str().unwrap()).collect();
+    assert!(paths.contains(&"input[1].id") && paths.contains(&"tools[0].format.grammar"), "{err:?}");
+    // A Chat request's custom call needs its answer, as a function's does.
+    let mut body = custom_chat();
+    body["model"] = json!("m");
+    body["messages"].as_array_mut().unwrap().remove(2);
+    let violations = validate("openai-chat", &body)["violations"].clone();
+    assert!(violations.as_array().unwrap().iter().any(|v| v["rule"] == "call-without-result" && v["message"].as_str().unwrap().contains("call_p")), "{violations:#}");
+    // A host-built item holds a call's arguments or its input, never both; a grammar has its definition.
+    let mut store = MemStore::default();
+    let mut conv = Conv::new();
+    conv.call("Patching.", &["c1"]);
+    conv.items[0]["toolCalls"][0]["input"] = json!("*** Begin Patch");
+    conv.items[0]["toolCalls"][0]["arguments"] = json!("{}");
+    let err = call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "now": NOW, "items": conv.items})).unwrap_err();
+    assert!(err.message.contains("toolCalls[].input"), "{err:?}");
+    let mut tool = tool_schema();
+    tool["tool"]["custom"] = json!({"format": {"type": "grammar", "syntax": "lark"}});
+    let err = call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "now": NOW, "items": [tool]})).unwrap_err();
+    assert!(err.message.contains("tool.custom.format"), "{err:?}");
+    assert!(store.entries.is_empty());
+}
+
+#[test]
+fn a_secret_in_a_custom_tool_input_narrows_its_turn_like_one_in_arguments() {
+    let mut transcript = custom_chat();
+    transcript["messages"][1]["tool_calls"][0]["custom"]["input"] = json!("*** Begin Patch\n+GITHUB_TOKEN = \"ghp_Qx7rT2mWz9Lk4pHs8VdYe2NfRb6JcTq1XuAo\"\n*** End Patch");
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", transcript, 0).unwrap();
+    let events = call(&mut store, Command::ReadEvents, &json!({"schemaVersion": 1, "sessionId": "s"})).unwrap()["events"].clone();
+    let call_item = events.as_array().unwrap().iter().map(|e| &e["item"]).find(|i| i["toolCalls"].is_array()).unwrap();
+    assert_eq!(call_item["sensitivity"], "secret", "{call_item:#}");
+    for format in FORMATS {
+        let r = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert!(!r["body"].to_string().contains("ghp_Qx7rT2"), "{format}: {:#}", r["body"]);
+        assert_eq!(validate(format, &r["body"])["valid"], true, "{format}: {:#}", r["body"]);
+    }
 }

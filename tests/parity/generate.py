@@ -872,6 +872,41 @@ fixture("transcripts-unsettled-and-invalid",
            validate("openai-responses", {"model": "m", "input": [{"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}]}),
            validate("openai-chat", CHAT | {"model": "gpt-test"})])
 
+# Custom (free-form) tools: a grammar, plain text and the default format, called in parallel with a function.
+PATCH = "*** Begin Patch\n*** Update File: a.py\n-  prnt('hi')\n+  print(\"hi ☕\")  \\u0041\n*** End Patch"
+CUSTOM_CHAT = {"messages": [
+    {"role": "user", "content": "Fix the typo and check CI."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_p", "type": "custom", "custom": {"name": "apply_patch", "input": PATCH}},
+        {"id": "call_ci", "type": "function", "function": {"name": "ci_status", "arguments": "{\"branch\": \"main\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_p", "content": "Done."},
+    {"role": "tool", "tool_call_id": "call_ci", "content": "green"},
+    {"role": "assistant", "content": "Fixed; CI is green."},
+    {"role": "user", "content": "Thanks."}],
+    "tools": [
+        {"type": "custom", "custom": {"name": "apply_patch", "description": "Applies a patch",
+                                      "format": {"type": "grammar", "grammar": {"definition": "start: /(.|\\n)+/", "syntax": "lark"}}}},
+        {"type": "custom", "custom": {"name": "shell", "format": {"type": "text"}}},
+        {"type": "function", "function": {"name": "ci_status", "parameters": {"type": "object"}}}]}
+CUSTOM_RESPONSES = {"input": [
+    {"role": "user", "content": "Apply it."},
+    {"type": "reasoning", "id": "rs_9", "summary": [], "encrypted_content": "gAAAAB=="},
+    {"type": "custom_tool_call", "id": "ctc_9", "call_id": "call_9", "name": "apply_patch", "input": PATCH, "status": "completed"},
+    {"type": "custom_tool_call_output", "call_id": "call_9", "output": "Done."},
+    {"role": "user", "content": "And?"}],
+    "tools": [{"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "definition": "start: /(.|\\n)+/", "syntax": "regex"}}]}
+fixture("transcripts-custom-tools", "Custom tool calls (free-form input) and definitions imported from Chat and from Responses, "
+        "rendered to every format (to Anthropic as text, their definitions left out) and validated; malformed ones refused by path.",
+        [import_messages("openai-chat", CUSTOM_CHAT)] + [render(f) for f in FORMATS]
+        + [import_messages("openai-responses", CUSTOM_RESPONSES, sid="t2")] + [render(f, sid="t2") for f in FORMATS]
+        + [import_messages("openai-chat", {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "c", "type": "custom", "custom": {"name": "f", "input": {"not": "text"}}}]}],
+               "tools": [{"type": "custom", "custom": {"name": "f", "format": {"type": "grammar", "grammar": {"definition": "x", "syntax": "ebnf"}}}}]}, sid="t3"),
+           validate("openai-chat", {"model": "m", "messages": CUSTOM_CHAT["messages"][:2] + CUSTOM_CHAT["messages"][3:4]}),
+           validate("openai-responses", {"model": "m", "input": [{"role": "user", "content": "x"},
+               {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"},
+               {"type": "function_call_output", "call_id": "c1", "output": "ok"}]})])
+
 # A result too large for the window is shrunk to a placeholder naming its sha256; that handle reads it back.
 LOG = "\n".join(f"step {i}: {words(12, i)}" for i in range(220))
 SHRINK = {"messages": [

@@ -31,14 +31,19 @@ const transcripts = {
       { role: 'assistant', content: null, tool_calls: [
         { id: 'call_ü1', type: 'function', function: { name: 'search', arguments: '{"q": "a",  "n":1}' } },
         { id: 'call_2', type: 'function', function: { name: 'search', arguments: '{}' } },
+        { id: 'call_p', type: 'custom', custom: { name: 'apply_patch', input: '*** Begin Patch\n+ print("☕")\n*** End Patch' } },
       ] },
+      { role: 'tool', tool_call_id: 'call_p', content: 'patched' },
       { role: 'tool', tool_call_id: 'call_2', content: '' },
       { role: 'tool', tool_call_id: 'call_ü1', content: 'found a' },
       { role: 'developer', content: 'Answer in one line.' },
       { role: 'assistant', content: 'Both found.' },
       { role: 'user', content: 'and now?' },
     ],
-    tools: [{ type: 'function', function: { name: 'search', description: 'Search files', parameters: schema } }],
+    tools: [
+      { type: 'function', function: { name: 'search', description: 'Search files', parameters: schema } },
+      { type: 'custom', custom: { name: 'apply_patch', description: 'Applies a patch', format: { type: 'grammar', grammar: { definition: 'start: /(.|\\n)+/', syntax: 'lark' } } } },
+    ],
   },
   'anthropic-messages': {
     system: [{ type: 'text', text: 'You are terse.' }, { type: 'text', text: 'Cite files.', cache_control: { type: 'ephemeral' } }],
@@ -66,13 +71,18 @@ const transcripts = {
       { type: 'reasoning', id: 'rs_1', summary: [{ type: 'summary_text', text: 'Two searches.' }], encrypted_content: 'gAAAAABencrypted==' },
       { type: 'function_call', id: 'fc_1', call_id: 'call_1', name: 'search', arguments: '{"q":"a"}' },
       { type: 'function_call', id: 'fc_2', call_id: 'call_ü2', name: 'search', arguments: '{"q":"b"}' },
+      { type: 'custom_tool_call', id: 'ctc_1', call_id: 'call_p', name: 'apply_patch', input: '*** Begin Patch\n+ print("☕")\n*** End Patch' },
+      { type: 'custom_tool_call_output', call_id: 'call_p', output: 'patched' },
       { type: 'function_call_output', call_id: 'call_ü2', output: '' },
       { type: 'function_call_output', call_id: 'call_1', output: 'found a' },
       { role: 'developer', content: 'Answer in one line.' },
       { type: 'message', role: 'assistant', id: 'msg_1', status: 'completed', content: [{ type: 'output_text', text: 'Both found.', annotations: [] }] },
       { role: 'user', content: 'thanks' },
     ],
-    tools: [{ type: 'function', name: 'search', description: 'Search files', parameters: schema, strict: false }],
+    tools: [
+      { type: 'function', name: 'search', description: 'Search files', parameters: schema, strict: false },
+      { type: 'custom', name: 'apply_patch', format: { type: 'text' } },
+    ],
   },
 };
 

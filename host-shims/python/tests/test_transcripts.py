@@ -204,21 +204,22 @@ def responses_rules(body):
         for j, part in enumerate(parts):
             if part.get("type") == "input_file" and "file_id" not in part and "file_url" not in part and not data_url_ok(part.get("file_data")):
                 out.append(f"input[{k}] part {j}: file_data {part.get('file_data')!r} is not a base64 data: URL with a payload")
-    outputs = {i["call_id"] for i in items if i.get("type") == "function_call_output"}
+    calls = ("function_call", "custom_tool_call")
+    outputs = {(i["type"], i["call_id"]) for i in items if i.get("type") in ("function_call_output", "custom_tool_call_output")}
     for k, item in enumerate(items):
         kind = item.get("type", "message")
-        if kind == "function_call":
-            called.add(item["call_id"])
-            if item["call_id"] not in outputs:
-                out.append(f"input[{k}]: function_call {item['call_id']!r} has no function_call_output")
+        if kind in calls:
+            called.add((kind, item["call_id"]))
+            if (f"{kind}_output", item["call_id"]) not in outputs:
+                out.append(f"input[{k}]: {kind} {item['call_id']!r} has no {kind}_output")
             if len(item["call_id"]) > 64:
                 out.append(f"input[{k}]: call_id longer than 64")
-        elif kind == "function_call_output" and item["call_id"] not in called:
-            out.append(f"input[{k}]: function_call_output {item['call_id']!r} has no function_call before it")
+        elif kind.endswith("_output") and kind.removesuffix("_output") in calls and (kind.removesuffix("_output"), item["call_id"]) not in called:
+            out.append(f"input[{k}]: {kind} {item['call_id']!r} has no {kind.removesuffix('_output')} before it")
         elif kind == "reasoning":
             nxt = items[k + 1] if k + 1 < len(items) else None
             follows = nxt is not None and (
-                nxt.get("type") in ("function_call", "reasoning") or (nxt.get("type", "message") == "message" and nxt.get("role") == "assistant")
+                nxt.get("type") in ("function_call", "custom_tool_call", "reasoning") or (nxt.get("type", "message") == "message" and nxt.get("role") == "assistant")
             )
             if not follows:
                 out.append(f"input[{k}]: reasoning {item['id']!r} is not followed by the assistant message or function call it belongs to (next: {nxt!r})")
@@ -343,6 +344,9 @@ def report(problems, limit=3):
 WORDS = ["alpha", "beta", "café", "naïve", "☕", "数据", "résumé", "zeta", "ünïcödé", "🙂", "tool", "plan", "window", "Ω", "x"]
 TOOL_NAMES = ["search", "read_file", "run-cmd"]
 TOOL_SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}}}
+#: Custom (free-form) tools, each with its format in Responses' shape (None: the default, text).
+CUSTOM_TOOLS = {"apply_patch": {"type": "grammar", "definition": 'start: "*** Begin Patch" /(.|\\n)*/', "syntax": "lark"},
+                "shell": {"type": "text"}, "note": None}
 
 
 def words(rng, lo=1, hi=40):
@@ -372,8 +376,27 @@ class Ids:
         return self.rng.choice(shapes)
 
 
+def free_text(rng):
+    """A custom tool's input: lines of free text, JSON-looking or not."""
+    return "\n".join(rng.choice(["*** Begin Patch", words(rng, 1, 8), '{"not": json', "\\u0041 \t☕", ""]) for _ in range(rng.randint(1, 5)))
+
+
+def chat_format(fmt):
+    if fmt is None or fmt["type"] == "text":
+        return fmt
+    return {"type": "grammar", "grammar": {"definition": fmt["definition"], "syntax": fmt["syntax"]}}
+
+
 def chat_tools():
-    return [{"type": "function", "function": {"name": n, "description": f"the {n} tool", "parameters": TOOL_SCHEMA}} for n in TOOL_NAMES]
+    functions = [{"type": "function", "function": {"name": n, "description": f"the {n} tool", "parameters": TOOL_SCHEMA}} for n in TOOL_NAMES]
+    custom = [{"type": "custom", "custom": {"name": n, **({"format": chat_format(f)} if f else {})}} for n, f in CUSTOM_TOOLS.items()]
+    return functions + custom
+
+
+def chat_call(rng, ids):
+    if rng.random() < 0.3:
+        return {"id": ids(), "type": "custom", "custom": {"name": rng.choice(list(CUSTOM_TOOLS)), "input": free_text(rng)}}
+    return {"id": ids(), "type": "function", "function": {"name": rng.choice(TOOL_NAMES), "arguments": arguments(rng)}}
 
 
 def chat_user(rng, seed, canonical=False):
@@ -399,7 +422,7 @@ def chat_transcript(rng, turns, canonical=False):
         elif r < 0.45:
             messages.append({"role": "assistant", "content": words(rng)})
         elif r < 0.85:
-            calls = [{"id": ids(), "type": "function", "function": {"name": rng.choice(TOOL_NAMES), "arguments": arguments(rng)}} for _ in range(rng.choice([1, 1, 2, 3]))]
+            calls = [chat_call(rng, ids) for _ in range(rng.choice([1, 1, 2, 3]))]
             messages.append({"role": "assistant", "content": words(rng) if rng.random() < 0.3 else None, "tool_calls": calls})
             answered = list(calls)
             if not canonical:
@@ -476,7 +499,8 @@ def anthropic_transcript(rng, turns, canonical=False):
 
 
 def responses_tools():
-    return [{"type": "function", "name": n, "description": f"the {n} tool", "parameters": TOOL_SCHEMA, "strict": False} for n in TOOL_NAMES]
+    functions = [{"type": "function", "name": n, "description": f"the {n} tool", "parameters": TOOL_SCHEMA, "strict": False} for n in TOOL_NAMES]
+    return functions + [{"type": "custom", "name": n, **({"format": f} if f else {})} for n, f in CUSTOM_TOOLS.items()]
 
 
 def responses_user(rng, seed):
@@ -517,9 +541,14 @@ def responses_transcript(rng, turns, canonical=False):
                 items.append({"role": "assistant", "content": words(rng)})
         made = []
         for k in range(calls):
-            call = {"type": "function_call", "call_id": ids(), "name": rng.choice(TOOL_NAMES), "arguments": arguments(rng)}
+            if rng.random() < 0.3:
+                call = {"type": "custom_tool_call", "call_id": ids(), "name": rng.choice(list(CUSTOM_TOOLS)), "input": free_text(rng)}
+                prefix = "ctc"
+            else:
+                call = {"type": "function_call", "call_id": ids(), "name": rng.choice(TOOL_NAMES), "arguments": arguments(rng)}
+                prefix = "fc"
             if rng.random() < 0.6:
-                call["id"] = f"fc_{n}_{k}"
+                call["id"] = f"{prefix}_{n}_{k}"
             items.append(call)
             made.append(call)
         answered = list(made)
@@ -532,7 +561,7 @@ def responses_transcript(rng, turns, canonical=False):
                 output = [{"type": "input_text", "text": words(rng)}, {"type": "input_image", "image_url": f"data:image/png;base64,{b64png(n + 3)}", "detail": "auto"}]
             else:
                 output = rng.choice(["", words(rng)])
-            items.append({"type": "function_call_output", "call_id": c["call_id"], "output": output})
+            items.append({"type": f"{c['type']}_output", "call_id": c["call_id"], "output": output})
     out["input"] = items
     return out
 
@@ -989,6 +1018,12 @@ def test_the_oracle_catches_what_it_is_meant_to():
     assert responses_rules({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}]})
     assert responses_rules({"input": [{"role": "user", "content": "x"}, {"type": "reasoning", "id": "rs_1", "summary": []}, {"role": "user", "content": "y"}]})
     assert responses_rules({"input": [{"role": "user", "content": [{"type": "input_file", "file_data": "", "filename": "b.txt"}]}]})
+    # A custom tool's call answered by a function's output is not answered.
+    crossed = [{"role": "user", "content": "x"}, {"type": "custom_tool_call", "call_id": "c", "name": "shell", "input": "ls"},
+               {"type": "function_call_output", "call_id": "c", "output": "o"}]
+    assert len(responses_rules({"input": crossed})) == 2
+    assert sdk_problems("openai-chat", {"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                        "tools": [{"type": "custom", "custom": {"name": "f", "format": {"type": "grammar", "definition": "x", "syntax": "lark"}}}]})
 
 
 # ---------------------------------------------------------------- round trip

@@ -56,6 +56,11 @@ pub struct ToolCall {
     pub cache_control: Option<super::CacheControl>,
     /// The provider's call id (`call_…`, `toolu_…`); results answer it.
     pub call_id: String,
+    /// A custom tool's input as the model wrote it: free-form text, where a
+    /// function call has `arguments` (OpenAI `custom` calls). A call has at
+    /// most one of the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
     pub name: String,
     /// What the provider sent with the call that the kernel does not read
     /// (a Responses call's `status`, an Anthropic call's `caller`).
@@ -67,6 +72,13 @@ pub struct ToolCall {
 }
 }
 
+impl ToolCall {
+    /// What the model wrote for the call: its arguments, or a custom tool's input.
+    pub fn written(&self) -> Option<&str> {
+        self.arguments.as_deref().or(self.input.as_deref())
+    }
+}
+
 contract! {
 /// A tool a model may call, carried by a `tool-schema` item; rendering
 /// writes it into the request's `tools` in the target format's shape.
@@ -74,6 +86,11 @@ pub struct ToolDefinition {
     /// A prompt-caching breakpoint after this definition (Anthropic `cache_control`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<super::CacheControl>,
+    /// Present for a custom tool (OpenAI `custom`): one that takes
+    /// free-form text rather than JSON arguments. Its `inputSchema` is then
+    /// unused, and Anthropic, which has no such tools, is not sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom: Option<CustomTool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The JSON Schema of the call's arguments: an object.
@@ -82,6 +99,56 @@ pub struct ToolDefinition {
     /// 1 to 64 of `a-z A-Z 0-9 _ -`, the names every provider accepts.
     pub name: String,
 }
+}
+
+contract! {
+/// What a custom tool takes.
+pub struct CustomTool {
+    /// The input's format as the tool was defined with it; none: the
+    /// provider's default, free text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<CustomFormat>,
+}
+}
+
+contract! {
+/// A custom tool's input format: free text, or text in a grammar.
+pub struct CustomFormat {
+    /// A `grammar`'s definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<String>,
+    /// A `grammar`'s syntax.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub syntax: Option<GrammarSyntax>,
+    #[serde(rename = "type")]
+    pub kind: CustomFormatKind,
+}
+}
+
+label! {
+pub enum CustomFormatKind {
+    Text,
+    Grammar,
+}
+}
+
+label! {
+pub enum GrammarSyntax {
+    Lark,
+    Regex,
+}
+}
+
+impl CustomFormat {
+    /// Why the format is not one a provider takes: a grammar needs its
+    /// definition and syntax, and text has neither.
+    pub fn check(&self) -> std::result::Result<(), &'static str> {
+        match (self.kind, &self.definition, self.syntax) {
+            (CustomFormatKind::Text, None, None) | (CustomFormatKind::Grammar, Some(_), Some(_)) => Ok(()),
+            (CustomFormatKind::Text, _, _) => Err("a `text` format has no definition or syntax"),
+            (CustomFormatKind::Grammar, _, _) => Err("a `grammar` format needs its definition and syntax"),
+        }
+    }
 }
 
 /// Whether `name` is a tool name every provider accepts: `^[a-zA-Z0-9_-]{1,64}$`.
@@ -308,6 +375,9 @@ impl ContextItem {
             if let Some(Err(why)) = call.arguments.as_deref().map(super::check_arguments) {
                 return fail(&format!("toolCalls[].arguments: {why}"));
             }
+            if call.arguments.is_some() && call.input.is_some() {
+                return fail("toolCalls[].input: a call has a function's arguments or a custom tool's input, not both");
+            }
             if self.tool_calls[..k].iter().any(|c| c.call_id == call.call_id) {
                 return fail("toolCalls[].callId repeats within one item; each call of an item has its own id");
             }
@@ -336,6 +406,9 @@ impl ContextItem {
             }
             if !tool.input_schema.is_object() {
                 return fail("tool.inputSchema must be a JSON object");
+            }
+            if let Some(Err(why)) = tool.custom.as_ref().and_then(|c| c.format.as_ref()).map(CustomFormat::check) {
+                return fail(&format!("tool.custom.format: {why}"));
             }
         }
         if self.parts.is_empty() && self.tool.is_none() {
@@ -559,11 +632,11 @@ impl ContextItem {
 
     /// Every text the item carries that a reader or a model may see: its
     /// visible text, its parts' texts (thinking, reasoning summaries, titles)
-    /// and its tool calls' arguments.
+    /// and what its tool calls were given (arguments, a custom tool's input).
     pub fn texts(&self) -> impl Iterator<Item = &str> {
         let refs = self.content_ref.iter().chain(self.parts.iter().filter_map(|p| p.content_ref.as_ref())).map(|r| &r.summary);
         let parts = self.parts.iter().flat_map(|p| p.text.iter().chain(&p.title).chain(&p.summary).chain(&p.url));
-        let calls = self.tool_calls.iter().filter_map(|c| c.arguments.as_ref());
+        let calls = self.tool_calls.iter().filter_map(ToolCall::written);
         let mut carried = Vec::new();
         for fields in self.provider_fields() {
             fields.fields.iter().for_each(|(k, v)| {
@@ -571,7 +644,7 @@ impl ContextItem {
                 strings(v, &mut carried)
             });
         }
-        std::iter::once(self.visible_text()).chain(refs.chain(parts).chain(calls).map(String::as_str)).chain(carried)
+        std::iter::once(self.visible_text()).chain(refs.chain(parts).map(String::as_str)).chain(calls).chain(carried)
     }
 
     /// Everything the provider sent that the kernel keeps unread: the
@@ -701,7 +774,7 @@ impl ContextItem {
     /// beyond it, and the tool calls' arguments. Saturates, never wraps.
     pub fn estimate(&self) -> u32 {
         let parts: u64 = self.parts.iter().map(Part::extra_tokens).fold(0, u64::saturating_add);
-        let calls: u64 = self.tool_calls.iter().filter_map(|c| c.arguments.as_deref()).map(|a| u64::from(tokens::estimate(a))).sum();
+        let calls: u64 = self.tool_calls.iter().filter_map(ToolCall::written).map(|a| u64::from(tokens::estimate(a))).sum();
         // Parts count their own; the message's and calls' are counted here.
         let carried = self.provider_fields.iter().chain(self.tool_calls.iter().filter_map(|c| c.provider_fields.as_ref()));
         let carried: u64 = carried.map(|f| u64::from(tokens::estimate(&f.text()))).sum();
@@ -719,7 +792,7 @@ impl ContextItem {
         };
         let parts: u64 = self.parts.iter().map(part).sum();
         let carried: u64 = self.provider_fields().map(|f| f.text().len() as u64).sum();
-        parts + carried + self.tool_calls.iter().filter_map(|c| c.arguments.as_ref()).map(|a| a.len() as u64).sum::<u64>()
+        parts + carried + self.tool_calls.iter().filter_map(ToolCall::written).map(|a| a.len() as u64).sum::<u64>()
     }
 
     // Out of line, `prepare` stays under the size at which the JVM host's

@@ -285,7 +285,7 @@ mod tests {
     #[test]
     fn structure_must_match_kind() {
         let mut item = message("hi");
-        item.tool_calls.push(ToolCall { arguments: None, cache_control: None, call_id: "c1".into(), name: "grep".into(), provider_fields: None, provider_id: None });
+        item.tool_calls.push(ToolCall { arguments: None, cache_control: None, call_id: "c1".into(), input: None, name: "grep".into(), provider_fields: None, provider_id: None });
         assert_eq!(item.normalize(LIMITS, "").unwrap_err().code, ErrorCode::InvalidRequest);
     }
 

@@ -138,7 +138,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
             }
             if let (Some(call_id), Some(name), Some(input @ Value::Object(_))) = (id, name, input) {
                 let arguments = crate::canonical::to_string(&input).ok();
-                turn.calls.push(ToolCall { arguments, cache_control: cache, call_id, name, provider_fields: fields, provider_id: None });
+                turn.calls.push(ToolCall { arguments, cache_control: cache, call_id, input: None, name, provider_fields: fields, provider_id: None });
             }
         }
         ("thinking", false) => {

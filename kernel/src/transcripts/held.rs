@@ -237,8 +237,11 @@ impl<'a> Identity<'a> {
         // `[{"type": "text", "text": "hi"}]` once a host marks it for caching).
         let parts = parts_identity(self.parts);
         let parts = if parts.iter().all(|(kind, _, url, digest)| *kind == "text" && url.is_none() && digest.is_none()) { Vec::new() } else { parts };
-        let calls: Vec<(&str, &str, Option<String>)> =
-            self.calls.iter().map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity))).collect();
+        let calls: Vec<(&str, &str, Option<String>, Option<&str>)> = self
+            .calls
+            .iter()
+            .map(|c| (c.call_id.as_str(), c.name.as_str(), c.arguments.as_deref().map(arguments_identity), c.input.as_deref()))
+            .collect();
         // An answer given without content says it in the provider's own fields.
         let answer = self.fields.map(|f| (f.fields.get("refusal"), f.fields.get("audio"))).filter(|(r, a)| r.is_some() || a.is_some());
         canonical::digest_value(&(self.speaker, &self.text, parts, calls, self.result, answer)).ok()

@@ -47,9 +47,12 @@ pub fn read(mut r: Reading, body: &Value, known: &BTreeSet<String>) -> Reading {
             Ok(tools) => {
                 for (k, tool) in tools.into_iter().enumerate() {
                     let at = format!("tools[{k}]");
-                    let cache = tool.cache_control.clone();
+                    let (cache, custom) = (tool.cache_control.clone(), tool.custom.clone());
+                    if let Some(Err(why)) = custom.as_ref().and_then(|c| c.format.as_ref()).map(crate::contracts::CustomFormat::check) {
+                        r.fail(format!("{at}.custom.format"), "wrong-type", why);
+                    }
                     if let Some(tool) = r.tool(&at, Some(tool.name), tool.description, Some(&tool.input_schema)) {
-                        r.tools.push(ToolDefinition { cache_control: cache, ..tool });
+                        r.tools.push(ToolDefinition { cache_control: cache, custom, ..tool });
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! OpenAI Chat Completions: `messages` with roles `system`, `developer`,
-//! `user`, `assistant` (with `tool_calls`) and `tool`. Content parts of
-//! types the kernel does not read (`input_audio`, an answer's `refusal`)
-//! are kept whole as opaque parts.
+//! `user`, `assistant` (with `tool_calls` of function and custom tools)
+//! and `tool`. Content parts of types the kernel does not read
+//! (`input_audio`, an answer's `refusal`) are kept whole as opaque parts.
 
 use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
@@ -144,21 +144,27 @@ fn read_calls(r: &mut Reading, turn: &mut Turn, calls: &Value, at: &str) {
     for (k, call) in calls.iter().enumerate() {
         let at = format!("{at}[{k}]");
         let Some(c) = r.object(call, &at) else { continue };
-        r.only(c, &at, &["id", "type", "function"]);
-        if c.get("type").and_then(Value::as_str) != Some("function") {
-            r.fail(format!("{at}.type"), "unknown-block-type", "tool calls are of type `function`");
+        // A function's call holds JSON arguments; a custom tool's, free text.
+        let kind = c.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "function" && kind != "custom" {
+            r.fail(format!("{at}.type"), "unknown-block-type", "tool calls are of type `function` or `custom`");
             continue;
         }
+        r.only(c, &at, &["id", "type", kind]);
         let id = r.id(c, &at, "id");
-        let Some(function) = r.field(c, &at, "function") else { continue };
-        let fat = format!("{at}.function");
-        let Some(function) = r.object(function, &fat) else { continue };
-        r.only(function, &fat, &["name", "arguments"]);
-        let name = r.id(function, &fat, "name");
-        let raw = r.string(function, &fat, "arguments");
-        let arguments = r.arguments(raw, &format!("{fat}.arguments"));
-        if let (Some(call_id), Some(name), Some(arguments)) = (id, name, arguments) {
-            turn.calls.push(ToolCall { arguments: Some(arguments), cache_control: None, call_id, name, provider_fields: None, provider_id: None });
+        let Some(called) = r.field(c, &at, kind) else { continue };
+        let fat = format!("{at}.{kind}");
+        let Some(called) = r.object(called, &fat) else { continue };
+        let written = if kind == "function" { "arguments" } else { "input" };
+        r.only(called, &fat, &["name", written]);
+        let name = r.id(called, &fat, "name");
+        let raw = r.string(called, &fat, written);
+        let (arguments, input) = match kind {
+            "function" => (r.arguments(raw, &format!("{fat}.arguments")), None),
+            _ => (None, raw),
+        };
+        if let (Some(call_id), Some(name), true) = (id, name, arguments.is_some() || input.is_some()) {
+            turn.calls.push(ToolCall { arguments, cache_control: None, call_id, input, name, provider_fields: None, provider_id: None });
         }
     }
 }
@@ -198,13 +204,18 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
     }
 }
 
-/// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`).
+/// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`)
+/// and custom ones (`{"type": "custom", "custom": {…}}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, |r, at, t| {
-        r.only(t, at, &["type", "function"]);
-        let function = r.field(t, at, "function")?;
-        let at = format!("{at}.function");
-        let f = r.object(function, &at)?;
+    r.function_tools(top, strict, |r, at, kind, t| {
+        r.only(t, at, &["type", kind]);
+        let defined = r.field(t, at, kind)?;
+        let at = format!("{at}.{kind}");
+        let f = r.object(defined, &at)?;
+        if kind == "custom" {
+            r.only(f, &at, &["name", "description", "format"]);
+            return r.custom_tool(&at, f, true);
+        }
         r.only(f, &at, &["name", "description", "parameters", "strict"]);
         let (name, description) = (r.string(f, &at, "name"), r.optional_string(f, &at, "description"));
         r.tool(&at, name, description, f.get("parameters").filter(|p| !p.is_null()))
@@ -239,7 +250,10 @@ fn message(turn: &Turn, body: &Body) -> Value {
         let calls: Vec<Value> = turn
             .calls
             .iter()
-            .map(|c| json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.as_deref().unwrap_or("{}")}}))
+            .map(|c| match &c.input {
+                Some(input) => json!({"id": c.call_id, "type": "custom", "custom": {"name": c.name, "input": input}}),
+                None => json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.as_deref().unwrap_or("{}")}}),
+            })
             .collect();
         m["tool_calls"] = Value::Array(calls);
     }
@@ -251,11 +265,25 @@ fn message(turn: &Turn, body: &Body) -> Value {
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
-    let mut function = json!({"name": definition.name, "parameters": definition.input_schema});
+    let Some(custom) = &definition.custom else {
+        let mut function = json!({"name": definition.name, "parameters": definition.input_schema});
+        if let Some(description) = &definition.description {
+            function["description"] = json!(description);
+        }
+        return json!({"type": "function", "function": function});
+    };
+    let mut tool = json!({"name": definition.name});
     if let Some(description) = &definition.description {
-        function["description"] = json!(description);
+        tool["description"] = json!(description);
     }
-    json!({"type": "function", "function": function})
+    // Chat nests a grammar's fields in `grammar`.
+    if let Some(format) = &custom.format {
+        tool["format"] = match (&format.definition, format.syntax) {
+            (Some(definition), Some(syntax)) => json!({"type": format.kind, "grammar": {"definition": definition, "syntax": syntax}}),
+            _ => json!({"type": format.kind}),
+        };
+    }
+    json!({"type": "custom", "custom": tool})
 }
 
 /// A part as a content part; rendering leaves only the parts this format carries.

@@ -1,12 +1,12 @@
 //! OpenAI Responses: `instructions` and `input` items — messages,
-//! `function_call`, `function_call_output` and `reasoning`. An item of
-//! another type (`compaction`, a hosted tool's call) is an assistant turn
-//! of its own holding it whole, as is a content part of another type in its
-//! message.
+//! `function_call` and `custom_tool_call` with their outputs, and
+//! `reasoning`. An item of another type (`compaction`, a hosted tool's
+//! call) is an assistant turn of its own holding it whole, as is a content
+//! part of another type in its message.
 //!
 //! A `reasoning` item belongs to the item after it: it is read into that
-//! item's turn, so planning keeps or drops both together. A run of
-//! `function_call` items (parallel calls) is one assistant turn.
+//! item's turn, so planning keeps or drops both together. A run of call
+//! items (parallel calls) is one assistant turn.
 
 use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
@@ -72,9 +72,14 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
     r
 }
 
-/// The `tools` of a request: function tools (`{"type": "function", "name", …}`).
+/// The `tools` of a request: function tools (`{"type": "function", "name", …}`)
+/// and custom ones (`{"type": "custom", "name", "format", …}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, |r, at, t| {
+    r.function_tools(top, strict, |r, at, kind, t| {
+        if kind == "custom" {
+            r.only(t, at, &["type", "name", "description", "format"]);
+            return r.custom_tool(at, t, false);
+        }
         r.only(t, at, &["type", "name", "description", "parameters", "strict"]);
         let (name, description) = (r.string(t, at, "name"), r.optional_string(t, at, "description"));
         r.tool(at, name, description, t.get("parameters").filter(|p| !p.is_null()))
@@ -119,11 +124,11 @@ fn read_item(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: 
                 group.reasoning.push((at.to_string(), part));
             }
         }
-        "function_call" => {
+        "function_call" | "custom_tool_call" => {
             if !group.reasoning.is_empty() {
                 group.close(r);
             }
-            let Some(call) = function_call(r, item, at) else { return };
+            let Some(call) = function_call(r, item, at, kind == "custom_tool_call") else { return };
             match &mut group.open {
                 Some(turn) => turn.calls.push(call),
                 None => {
@@ -134,7 +139,7 @@ fn read_item(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: 
                 }
             }
         }
-        "function_call_output" => {
+        "function_call_output" | "custom_tool_call_output" => {
             group.close(r);
             group.refuse_reasoning(r);
             output(r, item, at);
@@ -176,15 +181,17 @@ fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Par
     Some(Part { id: Some(id), encrypted_content, provider_fields: fields, summary, ..Part::empty(PartKind::Reasoning) })
 }
 
-fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<ToolCall> {
-    let fields = r.carry(item, at, FORMAT, Carrier::Call, &["type", "id", "call_id", "name", "arguments"]);
+/// A `function_call` (JSON `arguments`), or a `custom_tool_call` (free-text `input`).
+fn function_call(r: &mut Reading, item: &Map<String, Value>, at: &str, custom: bool) -> Option<ToolCall> {
+    let (written, prefix) = if custom { ("input", "ctc_") } else { ("arguments", "fc_") };
+    let fields = r.carry(item, at, FORMAT, Carrier::Call, &["type", "id", "call_id", "name", written]);
     let provider_id = r.optional_string(item, at, "id");
     if let Some(id) = &provider_id {
-        prefixed(r, id, "fc_", &format!("{at}.id"));
+        prefixed(r, id, prefix, &format!("{at}.id"));
     }
-    let (call_id, name, raw) = (r.id(item, at, "call_id"), r.id(item, at, "name"), r.string(item, at, "arguments"));
-    let arguments = r.arguments(raw, &format!("{at}.arguments"));
-    Some(ToolCall { arguments: Some(arguments?), cache_control: None, call_id: call_id?, name: name?, provider_fields: fields, provider_id })
+    let (call_id, name, raw) = (r.id(item, at, "call_id"), r.id(item, at, "name"), r.string(item, at, written));
+    let (arguments, input) = if custom { (None, Some(raw?)) } else { (Some(r.arguments(raw, &format!("{at}.arguments"))?), None) };
+    Some(ToolCall { arguments, cache_control: None, call_id: call_id?, input, name: name?, provider_fields: fields, provider_id })
 }
 
 fn output(r: &mut Reading, item: &Map<String, Value>, at: &str) {
@@ -318,31 +325,34 @@ fn strict_rules(r: &mut Reading, items: &[Value]) {
     if items.is_empty() {
         r.fail("input", "empty-input", "a request needs at least one input item");
     }
-    let answered: BTreeSet<&str> = items
+    // A function's or a custom tool's call is answered by an output of its own kind.
+    let read = |kind: &str| kind == "function_call" || kind == "custom_tool_call";
+    let answered: BTreeSet<(&str, &str)> = items
         .iter()
-        .filter(|i| i.get("type").and_then(Value::as_str) == Some("function_call_output"))
-        .filter_map(|i| i.get("call_id").and_then(Value::as_str))
+        .filter_map(|i| Some((i.get("type").and_then(Value::as_str)?.strip_suffix("_output")?, i.get("call_id").and_then(Value::as_str)?)))
+        .filter(|(call, _)| read(call))
         .collect();
-    // Items of hosted and custom tools pair by `call_id` too: an output
-    // (`custom_tool_call_output`, `computer_call_output`, …) follows its call.
+    // Items of hosted tools pair by `call_id` too: an output
+    // (`computer_call_output`, `local_shell_call_output`, …) follows its call.
     let mut hosted: BTreeSet<(&str, &str)> = BTreeSet::new();
     for (k, item) in items.iter().enumerate() {
         let (Some(kind), Some(id)) = (item.get("type").and_then(Value::as_str), item.get("call_id").and_then(Value::as_str)) else { continue };
         match kind.strip_suffix("_output") {
-            Some(call) if call.ends_with("_call") && call != "function_call" && !hosted.contains(&(call, id)) => {
+            Some(call) if call.ends_with("_call") && !read(call) && !hosted.contains(&(call, id)) => {
                 r.fail(format!("input[{k}]"), "result-without-call", format!("`{kind}` `{id}` follows no `{call}` of that call_id"));
             }
-            None if kind.ends_with("_call") && kind != "function_call" => {
+            None if kind.ends_with("_call") && !read(kind) => {
                 hosted.insert((kind, id));
             }
             _ => {}
         }
     }
     for (k, item) in items.iter().enumerate() {
-        if item.get("type").and_then(Value::as_str) == Some("function_call") {
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if read(kind) {
             let id = item.get("call_id").and_then(Value::as_str).unwrap_or("");
-            if !answered.contains(id) {
-                r.fail(format!("input[{k}]"), "call-without-result", format!("function call `{id}` has no function_call_output"));
+            if !answered.contains(&(kind, id)) {
+                r.fail(format!("input[{k}]"), "call-without-result", format!("{kind} `{id}` has no {kind}_output"));
             }
         }
     }
@@ -353,13 +363,16 @@ fn strict_rules(r: &mut Reading, items: &[Value]) {
 pub fn write(turns: &[Turn], body: &Body) -> Value {
     let mut out = json!({"model": body.model});
     let mut input = Vec::new();
+    // An output is of its call's kind: a custom tool's, or a function's.
+    let custom: BTreeSet<&str> = turns.iter().flat_map(|t| &t.calls).filter(|c| c.input.is_some()).map(|c| c.call_id.as_str()).collect();
     for turn in turns {
         match turn.speaker {
             Speaker::Assistant => assistant(turn, &mut input),
             Speaker::Tool => {
                 let id = turn.result.as_ref().map_or("", |(id, _)| id.as_str());
                 let output = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
-                let mut item = json!({"type": "function_call_output", "call_id": id, "output": output});
+                let kind = if custom.contains(id) { "custom_tool_call_output" } else { "function_call_output" };
+                let mut item = json!({"type": kind, "call_id": id, "output": output});
                 merge(&mut item, &turn.provider_fields);
                 input.push(item);
             }
@@ -389,7 +402,16 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
-    let mut tool = json!({"type": "function", "name": definition.name, "parameters": definition.input_schema, "strict": false});
+    let mut tool = match &definition.custom {
+        None => json!({"type": "function", "name": definition.name, "parameters": definition.input_schema, "strict": false}),
+        Some(custom) => {
+            let mut tool = json!({"type": "custom", "name": definition.name});
+            if let Some(format) = &custom.format {
+                tool["format"] = json!(format);
+            }
+            tool
+        }
+    };
     if let Some(description) = &definition.description {
         tool["description"] = json!(description);
     }
@@ -440,8 +462,11 @@ fn assistant(turn: &Turn, input: &mut Vec<Value>) {
         None => {}
     }
     for call in &turn.calls {
-        let mut item = json!({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments.as_deref().unwrap_or("{}")});
-        if let Some(id) = call.provider_id.as_ref().filter(|id| id.starts_with("fc_")) {
+        let (mut item, prefix) = match &call.input {
+            Some(input) => (json!({"type": "custom_tool_call", "call_id": call.call_id, "name": call.name, "input": input}), "ctc_"),
+            None => (json!({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments.as_deref().unwrap_or("{}")}), "fc_"),
+        };
+        if let Some(id) = call.provider_id.as_ref().filter(|id| id.starts_with(prefix)) {
             item["id"] = json!(id);
         }
         merge(&mut item, &call.provider_fields);

@@ -23,7 +23,7 @@ use super::anthropic;
 use super::turns::{Body, Format, Speaker, Turn};
 use crate::canonical;
 use crate::content::{self, GetContentRequest};
-use crate::contracts::{ItemKind, Part, PartKind, ProviderFields, Role, ToolDefinition, ToolOutcome, Trust};
+use crate::contracts::{ItemKind, Part, PartKind, ProviderFields, Role, ToolCall, ToolDefinition, ToolOutcome, Trust};
 use crate::error::{KernelError, Result};
 use crate::planner::{BudgetSummary, ContextPlan, PlanBinding, PlanRequest, Shrunk};
 use crate::store::Db;
@@ -111,7 +111,7 @@ contract! {
 pub struct RenderNote {
     /// `dropped-part`, `dropped-turn`, `dropped-result`, `shrunk-result`,
     /// `synthesized-result`, `held-back`, `rewrote-id`, `error-in-text`,
-    /// `inserted-turn`, `demoted`, `call-as-text`.
+    /// `inserted-turn`, `demoted`, `call-as-text`, `dropped-tool`.
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -199,8 +199,13 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
         )));
     }
     let mut slots = slots;
-    if format == Format::AnthropicMessages && tools.is_empty() {
-        r.calls_as_text(&mut slots);
+    let mut tools = tools;
+    if format == Format::AnthropicMessages {
+        for tool in tools.iter().filter(|t| t.custom.is_some()) {
+            r.note("dropped-tool", None, "Anthropic has no custom (free-form) tools", Some(tool.name.clone()));
+        }
+        tools.retain(|t| t.custom.is_none());
+        r.calls_as_text(&mut slots, tools.is_empty());
     }
     let mut turns: Vec<Turn> = slots.into_iter().map(|s| s.turn).collect();
     let blobs = if format == Format::Neutral { BTreeMap::new() } else { r.load(db, &mut turns, &plan.binding.sink) };
@@ -506,23 +511,30 @@ impl Renderer<'_> {
         }
     }
 
-    /// Anthropic refuses tool blocks in a request without tools: when the
-    /// plan keeps no definition, each call and result is said in text.
-    fn calls_as_text(&mut self, slots: &mut [Slot]) {
+    /// Anthropic refuses tool blocks in a request without tools, and has no
+    /// custom (free-form) tools: the calls it cannot take (every call, when
+    /// the plan keeps no definition it can send) and their results are said
+    /// in text.
+    fn calls_as_text(&mut self, slots: &mut [Slot], all: bool) {
+        let why = if all { "the plan keeps no tool definition Anthropic takes, and it refuses tool" } else { "Anthropic has no custom tools, and refuses" };
+        let said: BTreeSet<String> =
+            slots.iter().flat_map(|s| &s.turn.calls).filter(|c| all || c.input.is_some()).map(|c| c.call_id.clone()).collect();
         for s in slots {
-            if !s.turn.calls.is_empty() {
-                let said: Vec<String> = s.turn.calls.drain(..).map(|c| {
-                    let arguments = c.arguments.as_deref().filter(|a| !a.trim().is_empty()).unwrap_or("{}");
-                    format!("[called tool `{}` (call {}) with {arguments}]", c.name, c.call_id)
+            let (text, kept): (Vec<ToolCall>, Vec<ToolCall>) = s.turn.calls.drain(..).partition(|c| said.contains(&c.call_id));
+            s.turn.calls = kept;
+            if !text.is_empty() {
+                let lines: Vec<String> = text.iter().map(|c| {
+                    let written = c.written().filter(|a| !a.trim().is_empty()).unwrap_or("{}");
+                    format!("[called tool `{}` (call {}) with {written}]", c.name, c.call_id)
                 }).collect();
-                add_text(&mut s.turn, said.join("\n"), false);
-                self.note("call-as-text", s.item.as_deref(), "the plan keeps no tool definition, and Anthropic refuses tool calls without one", None);
+                add_text(&mut s.turn, lines.join("\n"), false);
+                self.note("call-as-text", s.item.as_deref(), &format!("{why} calls without a definition"), None);
             }
-            if let Some((id, outcome)) = s.turn.result.take() {
+            if let Some((id, outcome)) = s.turn.result.take_if(|(id, _)| said.contains(id)) {
                 let error = if outcome == ToolOutcome::Error { ", an error" } else { "" };
                 s.turn.speaker = Speaker::User;
                 add_text(&mut s.turn, format!("[result of call {id}{error}]"), true);
-                self.note("call-as-text", s.item.as_deref(), "the plan keeps no tool definition, and Anthropic refuses tool results without one", None);
+                self.note("call-as-text", s.item.as_deref(), &format!("{why} results without a definition"), None);
             }
         }
     }

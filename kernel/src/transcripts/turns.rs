@@ -3,7 +3,9 @@
 //! once, a result answers a call made before it, and only once.
 
 pub use crate::contracts::Format;
-use crate::contracts::{CacheControl, Carrier, Part, PartKind, ProviderFields, ToolCall, ToolDefinition, ToolOutcome};
+use crate::contracts::{
+    CacheControl, Carrier, CustomFormat, CustomFormatKind, CustomTool, GrammarSyntax, Part, PartKind, ProviderFields, ToolCall, ToolDefinition, ToolOutcome,
+};
 use crate::error::KernelError;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -306,16 +308,16 @@ impl Reading {
         Some(CacheControl { ttl })
     }
 
-    /// The function tools of a request's `tools` (both OpenAI formats): each
-    /// `{"type": "function", …}` entry is handed to `read` with its path, and
-    /// the definition it returns is kept. Other tool types (custom, hosted)
-    /// are the provider's to check; an import, which keeps only functions,
-    /// refuses them.
+    /// The tools of a request's `tools` (both OpenAI formats): each
+    /// `function` or `custom` entry is handed to `read` with its path and
+    /// type, and the definition it returns is kept. Other tool types (hosted
+    /// ones) are the provider's to check; an import, which keeps only what
+    /// it reads, refuses them.
     pub fn function_tools(
         &mut self,
         top: &Map<String, Value>,
         strict: bool,
-        read: impl Fn(&mut Reading, &str, &Map<String, Value>) -> Option<ToolDefinition>,
+        read: impl Fn(&mut Reading, &str, &str, &Map<String, Value>) -> Option<ToolDefinition>,
     ) {
         let tools = match top.get("tools") {
             None | Some(Value::Null) => return,
@@ -325,13 +327,14 @@ impl Reading {
         for (k, tool) in tools.iter().enumerate() {
             let at = format!("tools[{k}]");
             let Some(t) = self.object(tool, &at) else { continue };
-            if t.get("type").and_then(Value::as_str) != Some("function") {
+            let kind = t.get("type").and_then(Value::as_str).unwrap_or("");
+            if kind != "function" && kind != "custom" {
                 if !strict {
-                    self.fail(format!("{at}.type"), "unknown-block-type", "only function tools are imported");
+                    self.fail(format!("{at}.type"), "unknown-block-type", "only function and custom tools are imported");
                 }
                 continue;
             }
-            if let Some(tool) = read(self, &at, t) {
+            if let Some(tool) = read(self, &at, kind, t) {
                 self.tools.push(tool);
             }
         }
@@ -351,7 +354,57 @@ impl Reading {
                 return None;
             }
         };
-        Some(ToolDefinition { cache_control: None, description, input_schema: schema, name })
+        Some(ToolDefinition { cache_control: None, custom: None, description, input_schema: schema, name })
+    }
+
+    /// A custom tool's definition: its name, and the input format at
+    /// `at.format` (Chat nests a grammar's fields in `grammar`, Responses
+    /// does not).
+    pub fn custom_tool(&mut self, at: &str, t: &Map<String, Value>, nested: bool) -> Option<ToolDefinition> {
+        let (name, description) = (self.string(t, at, "name"), self.optional_string(t, at, "description"));
+        let format = match t.get("format") {
+            None => None,
+            Some(format) => Some(self.custom_format(format, &format!("{at}.format"), nested)?),
+        };
+        let tool = self.tool(at, name, description, None)?;
+        Some(ToolDefinition { custom: Some(CustomTool { format }), ..tool })
+    }
+
+    fn custom_format(&mut self, format: &Value, at: &str, nested: bool) -> Option<CustomFormat> {
+        let f = self.object(format, at)?;
+        match f.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                self.only(f, at, &["type"]);
+                Some(CustomFormat { definition: None, syntax: None, kind: CustomFormatKind::Text })
+            }
+            Some("grammar") => {
+                let (g, gat) = if nested {
+                    self.only(f, at, &["type", "grammar"]);
+                    let gat = format!("{at}.grammar");
+                    let grammar = self.field(f, at, "grammar")?;
+                    let g = self.object(grammar, &gat)?;
+                    self.only(g, &gat, &["definition", "syntax"]);
+                    (g, gat)
+                } else {
+                    self.only(f, at, &["type", "definition", "syntax"]);
+                    (f, at.to_string())
+                };
+                let definition = self.string(g, &gat, "definition")?;
+                let syntax = match self.string(g, &gat, "syntax")?.as_str() {
+                    "lark" => GrammarSyntax::Lark,
+                    "regex" => GrammarSyntax::Regex,
+                    _ => {
+                        self.fail(format!("{gat}.syntax"), "wrong-type", "a grammar's syntax is `lark` or `regex`");
+                        return None;
+                    }
+                };
+                Some(CustomFormat { definition: Some(definition), syntax: Some(syntax), kind: CustomFormatKind::Grammar })
+            }
+            _ => {
+                self.fail(format!("{at}.type"), "wrong-type", "a custom tool's format is `text` or `grammar`");
+                None
+            }
+        }
     }
 }
 
