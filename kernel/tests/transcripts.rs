@@ -1577,7 +1577,7 @@ fn custom_tool_calls_round_trip_cross_between_openai_formats_and_reach_anthropic
     assert_eq!(validate("anthropic-messages", body)["valid"], true, "{body:#}");
     assert_eq!(body["tools"], json!([{"name": "ci_status", "input_schema": {"type": "object"}}]));
     let said = body["messages"][1]["content"].to_string();
-    assert!(said.contains("[called tool `apply_patch` (call call_p) with *** Begin Patch"), "{said}");
+    assert!(said.contains("[called tool `apply_patch` (call call_p) with this input:]\\n*** Begin Patch"), "{said}");
     assert_eq!(body["messages"][1]["content"].as_array().unwrap().iter().filter(|b| b["type"] == "tool_use").count(), 1);
     let results = body["messages"][2]["content"].as_array().unwrap();
     assert_eq!((results[0]["type"].as_str(), results[0]["tool_use_id"].as_str()), (Some("tool_result"), Some("call_ci")));
@@ -1665,4 +1665,99 @@ fn a_secret_in_a_custom_tool_input_narrows_its_turn_like_one_in_arguments() {
         assert!(!r["body"].to_string().contains("ghp_Qx7rT2"), "{format}: {:#}", r["body"]);
         assert_eq!(validate(format, &r["body"])["valid"], true, "{format}: {:#}", r["body"]);
     }
+}
+
+/// A session as the kernel stored it before it read custom tool items:
+/// each kept whole as an opaque part of an assistant turn of its own.
+/// (Stored directly, with its chain rebuilt: append-events now refuses
+/// such parts, as the kernel reads those items.)
+fn legacy_custom_session(with_output: bool) -> MemStore {
+    let opaque = |kind: &str, extra: Value| {
+        let mut fields = json!({"type": kind, "call_id": "call_old"});
+        fields.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        json!([{"kind": "opaque", "providerFields": {"format": "openai-responses", "fields": fields}}])
+    };
+    let mut conv = Conv::new();
+    conv.user("Patch it.");
+    // Appended as a hosted call (still accepted), then rewritten to what older kernels stored.
+    conv.assistant("");
+    conv.items[1]["content"] = Value::Null;
+    conv.items[1]["parts"] = opaque("computer_call", json!({"name": "apply_patch", "input": "*** Begin Patch"}));
+    if with_output {
+        conv.assistant("");
+        conv.items[2]["content"] = Value::Null;
+        conv.items[2]["parts"] = opaque("computer_call_output", json!({"output": "Done."}));
+    }
+    conv.user("And now?");
+    let mut store = MemStore::default();
+    append(&mut store, &conv.items);
+    let mut chain = ctxkernel::canonical::digest_value(&json!({"session": "s"})).unwrap();
+    let keys: Vec<String> = store.entries.keys().filter(|k| k.starts_with("ses/s/ev/")).cloned().collect();
+    for key in keys {
+        let (rev, bytes) = store.entries[&key].clone();
+        let mut event: Value = serde_json::from_slice(&bytes).unwrap();
+        let text = event["item"].to_string().replace("\"computer_call", "\"custom_tool_call");
+        event["item"] = serde_json::from_str(&text).unwrap();
+        let payload = ctxkernel::canonical::to_string(&event["item"]).unwrap();
+        chain = ctxkernel::canonical::digest_value(&(chain.as_str(), ctxkernel::canonical::digest_bytes(payload.as_bytes()).as_str())).unwrap();
+        event["chain"] = json!(chain);
+        store.entries.insert(key, (rev, ctxkernel::canonical::to_string(&event).unwrap().into_bytes()));
+    }
+    let (rev, bytes) = store.entries["ses/s/head"].clone();
+    let mut head: Value = serde_json::from_slice(&bytes).unwrap();
+    head["digest"] = json!(chain);
+    store.entries.insert("ses/s/head".into(), (rev, ctxkernel::canonical::to_string(&head).unwrap().into_bytes()));
+    store
+}
+
+#[test]
+fn a_custom_call_an_older_kernel_kept_unread_renders_with_its_output_or_not_at_all() {
+    for with_output in [true, false] {
+        let mut store = legacy_custom_session(with_output);
+        assert!(store.entries.values().any(|(_, b)| String::from_utf8_lossy(b).contains("\"custom_tool_call\"")), "the session holds the old shape");
+        for format in FORMATS {
+            let r = render(&mut store, format, 100_000, json!({})).unwrap();
+            assert_eq!(validate(format, &r["body"])["valid"], true, "{format} {with_output}: {:#}", r["body"]);
+            let text = r["body"].to_string();
+            let sent = format == "openai-responses" && with_output;
+            assert_eq!(text.contains("\"custom_tool_call\""), sent, "{format} {with_output}: {text}");
+            assert_eq!(text.contains("\"custom_tool_call_output\""), sent, "{format} {with_output}: {text}");
+        }
+    }
+}
+
+#[test]
+fn an_output_answers_only_a_call_of_its_own_kind_and_a_custom_format_may_be_null() {
+    for (call, output) in [("function_call", "custom_tool_call_output"), ("custom_tool_call", "function_call_output")] {
+        let written = if call == "function_call" { "arguments" } else { "input" };
+        let transcript = json!({"input": [
+            {"role": "user", "content": "go"},
+            {"type": call, "call_id": "c1", "name": "f", written: "{}"},
+            {"type": output, "call_id": "c1", "output": "ok"}]});
+        let mut store = MemStore::default();
+        let err = import(&mut store, "openai-responses", transcript, 0).unwrap_err();
+        let violations = err.detail["violations"].as_array().unwrap();
+        assert!(violations.iter().any(|v| v["path"] == "input[2].type" && v["rule"] == "result-without-call"), "{err:?}");
+        assert!(store.entries.is_empty());
+    }
+    let mut transcript = custom_chat();
+    transcript["tools"][2]["custom"]["format"] = Value::Null;
+    let mut store = MemStore::default();
+    import(&mut store, "openai-chat", transcript, 0).unwrap();
+    let tools = render(&mut store, "openai-chat", 100_000, json!({})).unwrap()["body"]["tools"].clone();
+    assert_eq!(tools[2], json!({"type": "custom", "custom": {"name": "note"}}));
+    // A neutral call with both a function's arguments and a custom input is named by path.
+    let neutral = json!({"turns": [{"role": "user", "content": "go"},
+        {"role": "assistant", "toolCalls": [{"callId": "c1", "name": "f", "arguments": "{}", "input": "x"}]},
+        {"role": "tool", "toolResult": {"callId": "c1", "outcome": "success"}, "content": "ok"}]});
+    let err = import(&mut MemStore::default(), "neutral", neutral, 0).unwrap_err();
+    assert!(err.detail["violations"].as_array().unwrap().iter().any(|v| v["path"] == "turns[1].toolCalls[0].input"), "{err:?}");
+    // An opaque part cannot hold what the kernel reads.
+    let mut conv = Conv::new();
+    conv.assistant("");
+    conv.items[0]["content"] = Value::Null;
+    conv.items[0]["parts"] = json!([{"kind": "opaque", "providerFields": {"format": "openai-responses",
+        "fields": {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"}}}]);
+    let err = call(&mut MemStore::default(), Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "now": NOW, "items": conv.items})).unwrap_err();
+    assert!(err.message.contains("custom_tool_call"), "{err:?}");
 }

@@ -70,7 +70,10 @@ impl Format {
             Format::AnthropicMessages => &["text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"],
             Format::OpenaiChat => &["text", "image_url", "file"],
             Format::OpenaiResponses => {
-                &["message", "function_call", "function_call_output", "reasoning", "input_text", "output_text", "input_image", "input_file"]
+                &[
+                    "message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output", "reasoning", "input_text",
+                    "output_text", "input_image", "input_file",
+                ]
             }
             Format::Neutral => &[],
         };

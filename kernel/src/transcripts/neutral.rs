@@ -103,6 +103,9 @@ fn read_turn(r: &mut Reading, n: NeutralTurn, at: &str) {
     }
     for (k, call) in n.tool_calls.iter().enumerate() {
         r.arguments(call.arguments.clone(), &format!("{at}.toolCalls[{k}].arguments"));
+        if call.arguments.is_some() && call.input.is_some() {
+            r.fail(format!("{at}.toolCalls[{k}].input"), "wrong-type", "a call has a function's arguments or a custom tool's input, not both");
+        }
         if let Some(Err(e)) = call.provider_fields.as_ref().map(|f| f.validate(&format!("{at}.toolCalls[{k}].providerFields"), Carrier::Call)) {
             r.fail(format!("{at}.toolCalls[{k}].providerFields"), "bad-part", e.message);
         }

@@ -11,7 +11,7 @@
 use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 const TRANSCRIPT: &[&str] = &["input", "instructions", "tools"];
 /// `ResponseCreateParams` besides the transcript.
@@ -60,6 +60,7 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
             }
             group.close(&mut r);
             group.refuse_reasoning(&mut r);
+            output_kinds(&mut r, items);
             if strict {
                 strict_rules(&mut r, items);
             }
@@ -317,6 +318,27 @@ fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
 fn prefixed(r: &mut Reading, id: &str, prefix: &str, at: &str) {
     if !id.starts_with(prefix) {
         r.fail(at, "id-prefix", format!("this id must start with `{prefix}`"));
+    }
+}
+
+/// An output answers a call of its own kind: a `custom_tool_call_output`
+/// a custom tool's call, a `function_call_output` a function's.
+fn output_kinds(r: &mut Reading, items: &[Value]) {
+    let mut calls: BTreeMap<&str, &str> = BTreeMap::new();
+    for (k, item) in items.iter().enumerate() {
+        let (Some(kind), Some(id)) = (item.get("type").and_then(Value::as_str), item.get("call_id").and_then(Value::as_str)) else { continue };
+        match kind {
+            "function_call" | "custom_tool_call" => {
+                calls.insert(id, kind);
+            }
+            "function_call_output" | "custom_tool_call_output" => {
+                let call = &kind[..kind.len() - "_output".len()];
+                if let Some(other) = calls.get(id).filter(|c| **c != call) {
+                    r.fail(format!("input[{k}].type"), "result-without-call", format!("a `{kind}` cannot answer the {other} `{id}`"));
+                }
+            }
+            _ => {}
+        }
     }
 }
 

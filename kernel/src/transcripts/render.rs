@@ -419,11 +419,17 @@ impl Renderer<'_> {
         let format = self.format;
         let mut ids: BTreeMap<String, String> = BTreeMap::new();
         let mut hosted_calls: BTreeSet<(String, String)> = BTreeSet::new();
+        let hosted_outputs: BTreeSet<(String, String)> = slots
+            .iter()
+            .flat_map(|s| s.turn.parts.iter().filter_map(hosted_pairing))
+            .filter(|(output, _, _)| *output)
+            .map(|(_, call, id)| (call.to_string(), id.to_string()))
+            .collect();
         let mut out: Vec<Slot> = Vec::new();
         for mut s in slots {
             let speaker = s.turn.speaker;
             if format == Format::OpenaiResponses {
-                self.pair_hosted(&mut s, &mut hosted_calls);
+                self.pair_hosted(&mut s, &mut hosted_calls, &hosted_outputs);
             }
             let before = s.turn.parts.len();
             let mut dropped = Vec::new();
@@ -483,10 +489,11 @@ impl Renderer<'_> {
     }
 
     /// Responses items the kernel keeps unread that pair by `call_id` — a
-    /// custom tool's `custom_tool_call` and `custom_tool_call_output`, a
     /// `computer_call` and its output, … — stay paired: an output whose call
-    /// is not in the body (a cut fell between them) goes, as the API refuses it.
-    fn pair_hosted(&mut self, s: &mut Slot, calls: &mut BTreeSet<(String, String)>) {
+    /// is not in the body (a cut fell between them) goes, as the API refuses
+    /// it. So does a custom tool's call kept unread (as sessions imported
+    /// before the kernel read them hold it) whose output is not in the body.
+    fn pair_hosted(&mut self, s: &mut Slot, calls: &mut BTreeSet<(String, String)>, outputs: &BTreeSet<(String, String)>) {
         // Only a turn written as items of its own: what a message holds inside it pairs nothing.
         let t = &s.turn;
         let standalone = t.speaker == Speaker::Assistant && t.provider_id.is_none() && t.calls.is_empty() && t.text.is_empty()
@@ -495,7 +502,12 @@ impl Renderer<'_> {
             return;
         }
         let mut orphans = Vec::new();
+        let mut unanswered = Vec::new();
         s.turn.parts.retain(|p| match hosted_pairing(p) {
+            Some((false, call, id)) if call == "custom_tool_call" && !outputs.contains(&(call.to_string(), id.to_string())) => {
+                unanswered.push(id.to_string());
+                false
+            }
             Some((false, call, id)) => {
                 calls.insert((call.to_string(), id.to_string()));
                 true
@@ -508,6 +520,9 @@ impl Renderer<'_> {
         });
         for id in orphans {
             self.note("dropped-result", s.item.as_deref(), "its call is not in the rendered context", Some(id));
+        }
+        for id in unanswered {
+            self.note("dropped-part", s.item.as_deref(), "a custom tool's call goes only with its output, which is not in the rendered context", Some(id));
         }
     }
 
@@ -523,9 +538,13 @@ impl Renderer<'_> {
             let (text, kept): (Vec<ToolCall>, Vec<ToolCall>) = s.turn.calls.drain(..).partition(|c| said.contains(&c.call_id));
             s.turn.calls = kept;
             if !text.is_empty() {
-                let lines: Vec<String> = text.iter().map(|c| {
-                    let written = c.written().filter(|a| !a.trim().is_empty()).unwrap_or("{}");
-                    format!("[called tool `{}` (call {}) with {written}]", c.name, c.call_id)
+                let lines: Vec<String> = text.iter().map(|c| match &c.input {
+                    // Free text, which may hold anything, goes after the bracket that names it.
+                    Some(input) => format!("[called tool `{}` (call {}) with this input:]\n{input}", c.name, c.call_id),
+                    None => {
+                        let arguments = c.arguments.as_deref().filter(|a| !a.trim().is_empty()).unwrap_or("{}");
+                        format!("[called tool `{}` (call {}) with {arguments}]", c.name, c.call_id)
+                    }
                 }).collect();
                 add_text(&mut s.turn, lines.join("\n"), false);
                 self.note("call-as-text", s.item.as_deref(), &format!("{why} calls without a definition"), None);

@@ -363,7 +363,7 @@ impl Reading {
     pub fn custom_tool(&mut self, at: &str, t: &Map<String, Value>, nested: bool) -> Option<ToolDefinition> {
         let (name, description) = (self.string(t, at, "name"), self.optional_string(t, at, "description"));
         let format = match t.get("format") {
-            None => None,
+            None | Some(Value::Null) => None,
             Some(format) => Some(self.custom_format(format, &format!("{at}.format"), nested)?),
         };
         let tool = self.tool(at, name, description, None)?;
