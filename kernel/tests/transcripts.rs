@@ -1761,3 +1761,127 @@ fn an_output_answers_only_a_call_of_its_own_kind_and_a_custom_format_may_be_null
     let err = call(&mut MemStore::default(), Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "now": NOW, "items": conv.items})).unwrap_err();
     assert!(err.message.contains("custom_tool_call"), "{err:?}");
 }
+
+#[test]
+fn a_providers_own_tools_go_back_to_it_whole_and_nowhere_else() {
+    let anthropic = json!({
+        "system": "You are careful.",
+        "messages": [
+            {"role": "user", "content": "List the files."},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "bash", "input": {"command": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.py\nb.py"}]},
+            {"role": "assistant", "content": "Two files."},
+            {"role": "user", "content": "Thanks."},
+        ],
+        "tools": [
+            {"name": "search", "input_schema": {"type": "object"}},
+            {"type": "bash_20250124", "name": "bash"},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"], "cache_control": {"type": "ephemeral"}},
+            {"type": "computer_toolset_20260801"},
+        ],
+    });
+    let mut store = MemStore::default();
+    import(&mut store, "anthropic-messages", anthropic.clone(), 0).unwrap();
+    let same = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(validate("anthropic-messages", &same["body"])["valid"], true, "{:#}", same["body"]);
+    assert_eq!((&same["body"]["messages"], &same["body"]["tools"]), (&anthropic["messages"], &anthropic["tools"]));
+    assert_eq!(same["notes"], json!([]));
+    for format in ["openai-chat", "openai-responses"] {
+        let r = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert_eq!(validate(format, &r["body"])["valid"], true, "{format}: {:#}", r["body"]);
+        let tools = r["body"]["tools"].to_string();
+        assert!(tools.contains("search") && !tools.contains("bash_20250124") && !tools.contains("web_search") && !tools.contains("toolset"), "{format}: {tools}");
+        let dropped: Vec<&str> = r["notes"].as_array().unwrap().iter().filter(|n| n["action"] == "dropped-tool").map(|n| n["detail"].as_str().unwrap()).collect();
+        assert_eq!(dropped, ["bash", "web_search", "computer_toolset_20260801"], "{format}");
+        assert!(r["body"].to_string().contains("toolu_01"), "{format}: the call to bash stays, paired");
+    }
+
+    let responses = json!({"input": [{"role": "user", "content": "Look it up."},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Done.", "annotations": []}]},
+            {"role": "user", "content": "Thanks."}],
+        "tools": [
+            {"type": "function", "name": "search", "parameters": {"type": "object"}, "strict": false},
+            {"type": "web_search"},
+            {"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp", "require_approval": "never"},
+            {"type": "file_search", "vector_store_ids": ["vs_1"], "max_num_results": 4},
+        ]});
+    let mut store = MemStore::default();
+    import(&mut store, "openai-responses", responses.clone(), 0).unwrap();
+    let same = render(&mut store, "openai-responses", 100_000, json!({})).unwrap();
+    assert_eq!(validate("openai-responses", &same["body"])["valid"], true, "{:#}", same["body"]);
+    assert_eq!((&same["body"]["input"], &same["body"]["tools"]), (&responses["input"], &responses["tools"]));
+    let other = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    let dropped: Vec<&str> = other["notes"].as_array().unwrap().iter().filter(|n| n["action"] == "dropped-tool").map(|n| n["detail"].as_str().unwrap()).collect();
+    assert_eq!(dropped, ["web_search", "deepwiki", "file_search"]);
+    assert_eq!(other["body"]["tools"], json!([{"name": "search", "input_schema": {"type": "object"}}]));
+    // Importing the same history again appends nothing.
+    let seq = head(&mut store)["seq"].as_u64().unwrap();
+    assert_eq!(import(&mut store, "openai-responses", responses, seq).unwrap()["appended"], json!([]));
+
+    // A function tool and a provider's own tool of one name, from two histories: each format gets one tool of that name.
+    let mut store = MemStore::default();
+    let function = json!({"messages": [{"role": "user", "content": "hi"}], "tools": [{"name": "bash", "input_schema": {"type": "object"}}]});
+    import(&mut store, "anthropic-messages", function.clone(), 0).unwrap();
+    let mut own = function.clone();
+    own["tools"] = json!([{"type": "bash_20250124", "name": "bash"}]);
+    let seq = head(&mut store)["seq"].as_u64().unwrap();
+    import(&mut store, "anthropic-messages", own, seq).unwrap();
+    for format in FORMATS {
+        let r = render(&mut store, format, 100_000, json!({})).unwrap();
+        assert_eq!(validate(format, &r["body"])["valid"], true, "{format}: {:#}", r["body"]);
+        assert_eq!(r["body"]["tools"].as_array().map_or(0, Vec::len), 1, "{format}: {:#}", r["body"]);
+    }
+    let anthropic = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    assert_eq!(anthropic["body"]["tools"], json!([{"type": "bash_20250124", "name": "bash"}]), "the later one");
+}
+
+#[test]
+fn a_providers_own_tool_is_checked_and_refused_by_path() {
+    // Chat has no hosted tools.
+    let mut chat = chat();
+    chat["tools"].as_array_mut().unwrap().push(json!({"type": "web_search"}));
+    let mut store = MemStore::default();
+    let err = import(&mut store, "openai-chat", chat, 0).unwrap_err();
+    assert!(err.detail["violations"].as_array().unwrap().iter().any(|v| v["path"] == "tools[1].type" && v["rule"] == "unknown-block-type"), "{err:?}");
+    // A tool without a type, or named as no provider names one.
+    for (format, tools, path, rule) in [
+        ("openai-responses", json!([{"server_label": "x y"}]), "tools[0].type", "missing-field"),
+        ("openai-responses", json!([{"type": "mcp", "server_label": "two words"}]), "tools[0].server_label", "name-pattern"),
+        ("openai-responses", json!([{"type": "mcp", "server_label": 7}]), "tools[0].server_label", "wrong-type"),
+        ("anthropic-messages", json!([{"type": "bash_20250124", "name": "ba sh"}]), "tools[0].name", "name-pattern"),
+        ("anthropic-messages", json!([{"type": "bash_20250124", "name": 5}]), "tools[0].name", "wrong-type"),
+        ("anthropic-messages", json!([{"type": "", "name": "x"}]), "tools[0].type", "unknown-block-type"),
+        ("anthropic-messages", json!([{"type": "function", "name": "f", "parameters": {}}]), "tools[0].type", "unknown-block-type"),
+        // Providers refuse two tools of one name, whatever kinds they are.
+        ("openai-responses", json!([{"type": "function", "name": "search"}, {"type": "mcp", "server_label": "search", "server_url": "https://x"}]), "tools[1].name", "duplicate-tool"),
+        ("anthropic-messages", json!([{"name": "bash", "input_schema": {"type": "object"}}, {"type": "bash_20250124", "name": "bash"}]), "tools[1].name", "duplicate-tool"),
+    ] {
+        let transcript = if format == "anthropic-messages" {
+            // An image too: a refused import stores none of its blobs.
+            json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"}}]}], "tools": tools})
+        } else {
+            json!({"input": [{"role": "user", "content": "hi"}], "tools": tools})
+        };
+        let mut store = MemStore::default();
+        let err = import(&mut store, format, transcript, 0).unwrap_err();
+        assert!(err.detail["violations"].as_array().unwrap().iter().any(|v| v["path"] == path && v["rule"] == rule), "{format} {path}: {err:?}");
+        assert!(store.entries.is_empty());
+    }
+    // A host-built definition says what it is.
+    for (fields, format, name) in [
+        (json!({"type": "function", "name": "f"}), "openai-responses", "f"),
+        (json!({"name": "f"}), "anthropic-messages", "f"),
+        (json!({"type": "web_search"}), "neutral", "web_search"),
+        (json!({"type": "web_search"}), "openai-chat", "web_search"),
+        (json!({"type": "web_search"}), "openai-responses", "search"),
+        (json!({"type": "bash_20250124", "name": "bash", "input_schema": {"type": "object"}}), "anthropic-messages", "bash"),
+    ] {
+        let mut tool = tool_schema();
+        tool["tool"] = json!({"name": name, "inputSchema": {"type": "object"}, "providerTool": {"format": format, "fields": fields}});
+        let mut store = MemStore::default();
+        let err = call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "now": NOW, "items": [tool]})).unwrap_err();
+        assert!(err.message.contains("providerTool") || err.message.contains("tool.name"), "{fields}: {err:?}");
+        assert!(store.entries.is_empty());
+    }
+}

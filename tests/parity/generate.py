@@ -907,6 +907,23 @@ fixture("transcripts-custom-tools", "Custom tool calls (free-form input) and def
                {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"},
                {"type": "function_call_output", "call_id": "c1", "output": "ok"}]})])
 
+# A provider's own tools (server, versioned and hosted ones) kept whole, sent back only to that provider.
+OWN_ANTHROPIC = {"messages": [
+    {"role": "user", "content": "List the files."},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "bash", "input": {"command": "ls"}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.py"}]},
+    {"role": "assistant", "content": "One file."},
+    {"role": "user", "content": "Thanks."}],
+    "tools": [{"name": "search", "input_schema": {"type": "object"}}, {"type": "bash_20250124", "name": "bash"},
+              {"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "cache_control": {"type": "ephemeral"}}]}
+OWN_RESPONSES = {"input": [{"role": "user", "content": "Look it up."}],
+                 "tools": [{"type": "web_search"}, {"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp"}]}
+fixture("transcripts-provider-tools", "A provider's own tools imported whole from Anthropic and Responses, rendered back to it "
+        "as they came and left out of every other format with a note; Chat, which has none, refuses one.",
+        [import_messages("anthropic-messages", OWN_ANTHROPIC)] + [render(f) for f in FORMATS]
+        + [import_messages("openai-responses", OWN_RESPONSES, sid="t2")] + [render(f, sid="t2") for f in FORMATS[:3]]
+        + [import_messages("openai-chat", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web_search"}]}, sid="t3")])
+
 # A result too large for the window is shrunk to a placeholder naming its sha256; that handle reads it back.
 LOG = "\n".join(f"step {i}: {words(12, i)}" for i in range(220))
 SHRINK = {"messages": [

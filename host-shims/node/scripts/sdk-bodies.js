@@ -62,7 +62,11 @@ const transcripts = {
       { role: 'assistant', content: 'One failed.' },
       { role: 'user', content: 'retry it' },
     ],
-    tools: [{ name: 'search', description: 'Search files', input_schema: schema }],
+    tools: [
+      { name: 'search', description: 'Search files', input_schema: schema },
+      { type: 'bash_20250124', name: 'bash' },
+      { type: 'web_search_20250305', name: 'web_search', max_uses: 3, cache_control: { type: 'ephemeral' } },
+    ],
   },
   'openai-responses': {
     instructions: 'You are terse.',
@@ -82,6 +86,8 @@ const transcripts = {
     tools: [
       { type: 'function', name: 'search', description: 'Search files', parameters: schema, strict: false },
       { type: 'custom', name: 'apply_patch', format: { type: 'text' } },
+      { type: 'web_search' },
+      { type: 'mcp', server_label: 'deepwiki', server_url: 'https://mcp.deepwiki.com/mcp', require_approval: 'never' },
     ],
   },
 };

@@ -437,8 +437,17 @@ def chat_transcript(rng, turns, canonical=False):
     return {"messages": messages, "tools": chat_tools()}
 
 
+#: Anthropic's own tools, kept whole: a versioned client tool, a server tool, a toolset.
+ANTHROPIC_OWN_TOOLS = [{"type": "bash_20250124", "name": "bash"},
+                       {"type": "web_search_20250305", "name": "web_search", "max_uses": 3, "allowed_domains": ["docs.rs"]},
+                       {"type": "computer_toolset_20260801"}]
+#: Responses' hosted tools, kept whole.
+RESPONSES_OWN_TOOLS = [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["vs_1"]},
+                       {"type": "mcp", "server_label": "deepwiki", "server_url": "https://mcp.deepwiki.com/mcp", "require_approval": "never"}]
+
+
 def anthropic_tools():
-    return [{"name": n, "description": f"the {n} tool", "input_schema": TOOL_SCHEMA} for n in TOOL_NAMES]
+    return [{"name": n, "description": f"the {n} tool", "input_schema": TOOL_SCHEMA} for n in TOOL_NAMES] + ANTHROPIC_OWN_TOOLS
 
 
 def anthropic_user_blocks(rng, seed):
@@ -500,7 +509,7 @@ def anthropic_transcript(rng, turns, canonical=False):
 
 def responses_tools():
     functions = [{"type": "function", "name": n, "description": f"the {n} tool", "parameters": TOOL_SCHEMA, "strict": False} for n in TOOL_NAMES]
-    return functions + [{"type": "custom", "name": n, **({"format": f} if f else {})} for n, f in CUSTOM_TOOLS.items()]
+    return functions + [{"type": "custom", "name": n, **({"format": f} if f else {})} for n, f in CUSTOM_TOOLS.items()] + RESPONSES_OWN_TOOLS
 
 
 def responses_user(rng, seed):

@@ -72,6 +72,14 @@ pub struct ToolCall {
 }
 }
 
+impl ToolDefinition {
+    /// What a definition is the same tool as: its provider's own tools and
+    /// the tools the kernel reads are apart, even under one name.
+    pub fn key(&self) -> (Option<super::Format>, &str) {
+        (self.provider_tool.as_ref().map(|f| f.format), &self.name)
+    }
+}
+
 impl ToolCall {
     /// What the model wrote for the call: its arguments, or a custom tool's input.
     pub fn written(&self) -> Option<&str> {
@@ -96,8 +104,18 @@ pub struct ToolDefinition {
     /// The JSON Schema of the call's arguments: an object.
     #[cfg_attr(feature = "schema", schemars(with = "serde_json::Map<String, serde_json::Value>"))]
     pub input_schema: serde_json::Value,
-    /// 1 to 64 of `a-z A-Z 0-9 _ -`, the names every provider accepts.
+    /// 1 to 64 of `a-z A-Z 0-9 _ -`, the names every provider accepts. A
+    /// provider's own tool without a name goes by its `server_label`, else
+    /// its `type`.
     pub name: String,
+    /// A provider's own tool, its definition kept whole as it came: an
+    /// Anthropic server or versioned tool (`web_search_20250305`,
+    /// `bash_20250124`, `text_editor_20250728`), a Responses hosted tool
+    /// (`web_search`, `file_search`, `mcp`, `code_interpreter`). Sent back
+    /// only to that provider, and left out elsewhere with a note; the other
+    /// fields are then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_tool: Option<super::ProviderFields>,
 }
 }
 
@@ -409,6 +427,15 @@ impl ContextItem {
             }
             if let Some(Err(why)) = tool.custom.as_ref().and_then(|c| c.format.as_ref()).map(CustomFormat::check) {
                 return fail(&format!("tool.custom.format: {why}"));
+            }
+            if let Some(fields) = &tool.provider_tool {
+                fields.validate_tool("tool.providerTool")?;
+                if fields.tool_name() != Some(tool.name.as_str()) {
+                    return fail("tool.name must be the provider tool's own: its `name`, else its `server_label`, else its `type`");
+                }
+                if tool.custom.is_some() || tool.description.is_some() || tool.cache_control.is_some() {
+                    return fail("a provider's own tool says everything in its fields: no custom, description or cacheControl beside them");
+                }
             }
         }
         if self.parts.is_empty() && self.tool.is_none() {

@@ -155,6 +155,42 @@ impl ProviderFields {
         }
     }
 
+    /// Checks a provider's own tool: a format that has them, a `type` of
+    /// its own (not a function or custom tool, which the kernel reads as
+    /// what they are), and a name a provider accepts.
+    pub fn validate_tool(&self, at: &str) -> Result<()> {
+        self.check_format(at)?;
+        if self.format == Format::OpenaiChat {
+            return Err(Self::refuse(&format!("{at}.format"), "OpenAI Chat has no tools of its own"));
+        }
+        if self.format == Format::AnthropicMessages && self.fields.contains_key("input_schema") {
+            return Err(Self::refuse(&format!("{at}.fields.input_schema"), "a tool with an input_schema is a custom tool: give it as one"));
+        }
+        match self.fields.get("type").and_then(serde_json::Value::as_str) {
+            None | Some("") => return Err(Self::refuse(&format!("{at}.fields.type"), "a provider's own tool has a string `type`")),
+            Some("function" | "custom") => {
+                return Err(Self::refuse(&format!("{at}.fields.type"), "the kernel reads function and custom tools: give it as what it is"))
+            }
+            Some(_) => {}
+        }
+        let key = Self::name_key(&self.fields);
+        match self.tool_name() {
+            Some(name) if super::tool_name_ok(name) => Ok(()),
+            Some(_) => Err(Self::refuse(&format!("{at}.fields.{key}"), "a tool's name is 1 to 64 of a-z, A-Z, 0-9, `_` and `-`")),
+            None => Err(Self::refuse(&format!("{at}.fields.{key}"), "a provider's own tool is named by a string `name`, `server_label` or `type`")),
+        }
+    }
+
+    /// A provider's own tool's name: its `name`, else its `server_label`
+    /// (an MCP server), else its `type`; `None` when that is not a string.
+    pub fn tool_name(&self) -> Option<&str> {
+        self.fields.get(Self::name_key(&self.fields))?.as_str()
+    }
+
+    fn name_key(fields: &serde_json::Map<String, serde_json::Value>) -> &'static str {
+        ["name", "server_label", "type"].into_iter().find(|k| fields.contains_key(*k)).unwrap_or("name")
+    }
+
     fn check_format(&self, at: &str) -> Result<()> {
         if self.format == Format::Neutral {
             return Err(Self::refuse(&format!("{at}.format"), "provider fields belong to a provider's format, not `neutral`"));

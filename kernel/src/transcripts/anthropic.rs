@@ -419,8 +419,8 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
 }
 
 /// The `tools` of a request: each a custom tool (`name`, `input_schema`) or
-/// a server tool (a `type` of its own, not checked further); in a request
-/// (`strict`), present when the messages use tools.
+/// a server or versioned tool (a `type` of its own, kept whole); in a
+/// request (`strict`), present when the messages use tools.
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
     let uses_tools = r.turns.iter().any(|t| !t.calls.is_empty() || t.result.is_some());
     let tools = match top.get("tools") {
@@ -441,10 +441,10 @@ fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
             let schema = r.field(t, &at, "input_schema");
             let cache = r.cache_control(t, &at);
             if let Some(tool) = r.tool(&at, name, description, schema) {
-                r.tools.push(ToolDefinition { cache_control: cache, ..tool });
+                r.push_tool(&at, ToolDefinition { cache_control: cache, ..tool });
             }
-        } else if !strict {
-            r.fail(format!("{at}.type"), "unknown-block-type", "only custom tools (name, input_schema) are imported");
+        } else if let Some(tool) = r.provider_tool(&at, t, FORMAT) {
+            r.push_tool(&at, tool);
         }
     }
 }
@@ -634,6 +634,9 @@ fn tool_use(call: &ToolCall) -> Value {
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
+    if let Some(own) = &definition.provider_tool {
+        return Value::Object(own.fields.clone());
+    }
     let mut tool = json!({"name": definition.name, "input_schema": definition.input_schema});
     if let Some(description) = &definition.description {
         tool["description"] = json!(description);

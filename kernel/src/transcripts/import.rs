@@ -359,7 +359,7 @@ fn plan(log: &SessionLog, request: &ImportRequest, session_id: &str, scope_id: O
     }
 
     for tool in &reading.tools {
-        let current = log.items.iter().rev().filter_map(|c| c.item.tool.as_ref()).find(|t| t.name == tool.name);
+        let current = log.items.iter().rev().filter_map(|c| c.item.tool.as_ref()).find(|t| t.key() == tool.key());
         if current == Some(tool) {
             planned.skipped += 1;
         } else {

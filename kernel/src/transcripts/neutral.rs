@@ -47,12 +47,15 @@ pub fn read(mut r: Reading, body: &Value, known: &BTreeSet<String>) -> Reading {
             Ok(tools) => {
                 for (k, tool) in tools.into_iter().enumerate() {
                     let at = format!("tools[{k}]");
-                    let (cache, custom) = (tool.cache_control.clone(), tool.custom.clone());
+                    let (cache, custom, own) = (tool.cache_control.clone(), tool.custom.clone(), tool.provider_tool.clone());
                     if let Some(Err(why)) = custom.as_ref().and_then(|c| c.format.as_ref()).map(crate::contracts::CustomFormat::check) {
                         r.fail(format!("{at}.custom.format"), "wrong-type", why);
                     }
+                    if let Some(Err(e)) = own.as_ref().map(|f| f.validate_tool(&format!("{at}.providerTool"))) {
+                        r.fail(format!("{at}.providerTool"), "bad-part", e.message);
+                    }
                     if let Some(tool) = r.tool(&at, Some(tool.name), tool.description, Some(&tool.input_schema)) {
-                        r.tools.push(ToolDefinition { cache_control: cache, custom, ..tool });
+                        r.push_tool(&at, ToolDefinition { cache_control: cache, custom, provider_tool: own, ..tool });
                     }
                 }
             }

@@ -207,7 +207,7 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
 /// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`)
 /// and custom ones (`{"type": "custom", "custom": {…}}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, |r, at, kind, t| {
+    r.function_tools(top, strict, None, |r, at, kind, t| {
         r.only(t, at, &["type", kind]);
         let defined = r.field(t, at, kind)?;
         let at = format!("{at}.{kind}");
@@ -265,6 +265,9 @@ fn message(turn: &Turn, body: &Body) -> Value {
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
+    if let Some(own) = &definition.provider_tool {
+        return Value::Object(own.fields.clone());
+    }
     let Some(custom) = &definition.custom else {
         let mut function = json!({"name": definition.name, "parameters": definition.input_schema});
         if let Some(description) = &definition.description {

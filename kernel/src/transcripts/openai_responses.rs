@@ -73,10 +73,11 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
     r
 }
 
-/// The `tools` of a request: function tools (`{"type": "function", "name", …}`)
-/// and custom ones (`{"type": "custom", "name", "format", …}`).
+/// The `tools` of a request: function tools (`{"type": "function", "name", …}`),
+/// custom ones (`{"type": "custom", "name", "format", …}`), and hosted ones
+/// (`web_search`, `mcp`, …) kept whole.
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, |r, at, kind, t| {
+    r.function_tools(top, strict, Some(FORMAT), |r, at, kind, t| {
         if kind == "custom" {
             r.only(t, at, &["type", "name", "description", "format"]);
             return r.custom_tool(at, t, false);
@@ -424,6 +425,9 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
+    if let Some(hosted) = &definition.provider_tool {
+        return Value::Object(hosted.fields.clone());
+    }
     let mut tool = match &definition.custom {
         None => json!({"type": "function", "name": definition.name, "parameters": definition.input_schema, "strict": false}),
         Some(custom) => {

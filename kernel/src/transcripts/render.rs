@@ -200,6 +200,24 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     }
     let mut slots = slots;
     let mut tools = tools;
+    let foreign = |t: &ToolDefinition| t.provider_tool.as_ref().is_some_and(|own| format != Format::Neutral && own.format != format);
+    for tool in tools.iter().filter(|t| foreign(t)) {
+        r.note("dropped-tool", None, "a provider's own tool goes only to that provider", Some(tool.name.clone()));
+    }
+    tools.retain(|t| !foreign(t));
+    // One tool a name, as providers require: the later one (a provider's
+    // own and a function tool of one name come from different histories).
+    let mut names = BTreeSet::new();
+    let mut later = Vec::new();
+    for tool in tools.into_iter().rev() {
+        if names.insert(tool.name.clone()) {
+            later.push(tool);
+        } else {
+            r.note("dropped-tool", None, "a later tool of the same name replaces it", Some(tool.name.clone()));
+        }
+    }
+    later.reverse();
+    let mut tools = later;
     if format == Format::AnthropicMessages {
         for tool in tools.iter().filter(|t| t.custom.is_some()) {
             r.note("dropped-tool", None, "Anthropic has no custom (free-form) tools", Some(tool.name.clone()));
@@ -252,8 +270,8 @@ impl Renderer<'_> {
             let item = &*planned.item;
             let id = planned.item_id.as_str();
             if let Some(tool) = &item.tool {
-                // A later definition of a name replaces the earlier one.
-                match tools.iter_mut().find(|t| t.name == tool.name) {
+                // A later definition of a tool replaces the earlier one.
+                match tools.iter_mut().find(|t| t.key() == tool.key()) {
                     Some(earlier) => *earlier = tool.clone(),
                     None => tools.push(tool.clone()),
                 }

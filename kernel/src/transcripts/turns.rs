@@ -310,13 +310,14 @@ impl Reading {
 
     /// The tools of a request's `tools` (both OpenAI formats): each
     /// `function` or `custom` entry is handed to `read` with its path and
-    /// type, and the definition it returns is kept. Other tool types (hosted
-    /// ones) are the provider's to check; an import, which keeps only what
-    /// it reads, refuses them.
+    /// type, and the definition it returns is kept. A tool of another type
+    /// is the provider's own (a hosted one): kept whole where the format
+    /// has them (`hosted`), else refused.
     pub fn function_tools(
         &mut self,
         top: &Map<String, Value>,
         strict: bool,
+        hosted: Option<Format>,
         read: impl Fn(&mut Reading, &str, &str, &Map<String, Value>) -> Option<ToolDefinition>,
     ) {
         let tools = match top.get("tools") {
@@ -329,13 +330,20 @@ impl Reading {
             let Some(t) = self.object(tool, &at) else { continue };
             let kind = t.get("type").and_then(Value::as_str).unwrap_or("");
             if kind != "function" && kind != "custom" {
-                if !strict {
-                    self.fail(format!("{at}.type"), "unknown-block-type", "only function and custom tools are imported");
+                match hosted {
+                    Some(format) if !kind.is_empty() => {
+                        if let Some(tool) = self.provider_tool(&at, t, format) {
+                            self.push_tool(&at, tool);
+                        }
+                    }
+                    Some(_) => self.fail(format!("{at}.type"), "missing-field", "a tool says its `type`"),
+                    None if !strict => self.fail(format!("{at}.type"), "unknown-block-type", "only function and custom tools are imported"),
+                    None => {}
                 }
                 continue;
             }
             if let Some(tool) = read(self, &at, kind, t) {
-                self.tools.push(tool);
+                self.push_tool(&at, tool);
             }
         }
     }
@@ -354,7 +362,35 @@ impl Reading {
                 return None;
             }
         };
-        Some(ToolDefinition { cache_control: None, custom: None, description, input_schema: schema, name })
+        Some(ToolDefinition { cache_control: None, custom: None, description, input_schema: schema, name, provider_tool: None })
+    }
+
+    /// A provider's own tool, kept whole: named by its `name`, else its
+    /// `server_label`, else its `type`.
+    pub fn provider_tool(&mut self, at: &str, t: &Map<String, Value>, format: Format) -> Option<ToolDefinition> {
+        let own = ProviderFields { fields: t.clone(), format };
+        if let Err(e) = own.validate_tool(at) {
+            // The check names `at.fields.<field>`; the transcript holds it at `at.<field>`.
+            let path = e.detail.get("path").and_then(Value::as_str).unwrap_or(at).replacen(".fields", "", 1);
+            let rule = match own.tool_name() {
+                _ if path.ends_with(".type") => "unknown-block-type",
+                None => "wrong-type",
+                Some(_) => "name-pattern",
+            };
+            self.fail(path, rule, e.message.split_once(": ").map_or(e.message.as_str(), |(_, m)| m).to_string());
+            return None;
+        }
+        let name = own.tool_name()?.to_string();
+        Some(ToolDefinition { cache_control: None, custom: None, description: None, input_schema: json!({"type": "object"}), name, provider_tool: Some(own) })
+    }
+
+    /// Keeps a tool read at `at`, unless the request already names one so:
+    /// providers refuse two tools of one name.
+    pub fn push_tool(&mut self, at: &str, tool: ToolDefinition) {
+        if self.tools.iter().any(|t| t.name == tool.name) {
+            return self.fail(format!("{at}.name"), "duplicate-tool", format!("two tools are named `{}`", tool.name));
+        }
+        self.tools.push(tool);
     }
 
     /// A custom tool's definition: its name, and the input format at
