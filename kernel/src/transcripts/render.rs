@@ -552,7 +552,10 @@ impl Renderer<'_> {
         let why = if all { "the plan keeps no tool definition Anthropic takes, and it refuses tool" } else { "Anthropic has no custom tools, and refuses" };
         let said: BTreeSet<String> =
             slots.iter().flat_map(|s| &s.turn.calls).filter(|c| all || c.input.is_some()).map(|c| c.call_id.clone()).collect();
-        for s in slots {
+        if said.is_empty() {
+            return;
+        }
+        for s in slots.iter_mut().filter(|s| s.turn.calls.iter().any(|c| said.contains(&c.call_id)) || s.turn.result.as_ref().is_some_and(|(id, _)| said.contains(id))) {
             let (text, kept): (Vec<ToolCall>, Vec<ToolCall>) = s.turn.calls.drain(..).partition(|c| said.contains(&c.call_id));
             s.turn.calls = kept;
             if !text.is_empty() {
