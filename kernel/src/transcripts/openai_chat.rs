@@ -207,7 +207,7 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
 /// The `tools` of a request: function tools (`{"type": "function", "function": {…}}`)
 /// and custom ones (`{"type": "custom", "custom": {…}}`).
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, None, |r, at, kind, t| {
+    r.request_tools(top, strict, None, |r, at, kind, t| {
         r.only(t, at, &["type", kind]);
         let defined = r.field(t, at, kind)?;
         let at = format!("{at}.{kind}");

@@ -77,7 +77,7 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
 /// custom ones (`{"type": "custom", "name", "format", …}`), and hosted ones
 /// (`web_search`, `mcp`, …) kept whole.
 fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
-    r.function_tools(top, strict, Some(FORMAT), |r, at, kind, t| {
+    r.request_tools(top, strict, Some(FORMAT), |r, at, kind, t| {
         if kind == "custom" {
             r.only(t, at, &["type", "name", "description", "format"]);
             return r.custom_tool(at, t, false);

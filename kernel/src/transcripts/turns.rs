@@ -313,7 +313,7 @@ impl Reading {
     /// type, and the definition it returns is kept. A tool of another type
     /// is the provider's own (a hosted one): kept whole where the format
     /// has them (`hosted`), else refused.
-    pub fn function_tools(
+    pub fn request_tools(
         &mut self,
         top: &Map<String, Value>,
         strict: bool,
