@@ -25,6 +25,11 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(unrepresentable)
 }
 
+/// A wire value's canonical JSON, held as text to pass through unchanged.
+pub fn to_raw<T: Serialize + ?Sized>(value: &T) -> Result<Box<serde_json::value::RawValue>> {
+    serde_json::value::to_raw_value(value).map_err(unrepresentable)
+}
+
 /// Appends a wire value's canonical JSON to `out`.
 pub fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
     serde_json::to_writer(out, value).map_err(unrepresentable)

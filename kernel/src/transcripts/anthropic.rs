@@ -8,7 +8,7 @@
 //! rest of that message; an assistant message is one turn whose `tool_use`
 //! blocks are its calls, after its other blocks.
 
-use super::turns::{check_pairing, merge, opaque, text_part, unread, Body, Format, Reading, Speaker, Turn};
+use super::turns::{check_pairing, merge, object, opaque, text_part, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{CacheControl, Carrier, Part, PartKind, ToolCall, ToolDefinition, ToolOutcome};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -481,19 +481,22 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             }
             Speaker::User | Speaker::Assistant => {
                 let role = if turn.speaker == Speaker::User { "user" } else { "assistant" };
-                let plain = turn.parts.is_empty() && turn.calls.is_empty();
+                if turn.parts.is_empty() && turn.calls.is_empty() {
+                    push(&mut messages, role, Vec::new(), Some(turn.text.clone()));
+                    continue;
+                }
                 let mut content: Vec<Value> = if turn.parts.is_empty() && !turn.text.is_empty() {
-                    vec![json!({"type": "text", "text": turn.text})]
+                    vec![text_block(turn.text.clone())]
                 } else {
                     turn.parts.iter().filter_map(|p| block(p, body)).collect()
                 };
                 content.extend(turn.calls.iter().map(tool_use));
-                push(&mut messages, role, content, plain.then(|| turn.text.clone()));
+                push(&mut messages, role, content, None);
             }
         }
     }
     let messages: Vec<Value> = messages.into_iter().map(Message::into_json).collect();
-    let mut out = json!({"max_tokens": body.max_tokens, "messages": messages, "model": body.model});
+    let mut out = object([("max_tokens", body.max_tokens.into()), ("messages", Value::Array(messages)), ("model", body.model.as_str().into())]);
     if plain_system.len() == 1 && system.len() == 1 {
         out["system"] = json!(plain_system[0]);
     } else if !system.is_empty() {
@@ -527,26 +530,30 @@ impl Message {
 
     fn into_json(self) -> Value {
         match self.plain {
-            Some(text) => json!({"role": self.role, "content": text}),
+            Some(text) => object([("role", self.role.into()), ("content", Value::String(text))]),
             None => {
                 let mut content = self.first;
                 content.extend(self.rest);
-                json!({"role": self.role, "content": content})
+                object([("role", self.role.into()), ("content", Value::Array(content))])
             }
         }
     }
 }
 
-/// Appends content to the last message when it has the same role: results
-/// go ahead of a user message's other blocks, thinking ahead of an
-/// assistant's. Each block is placed once, so a long run of merged turns
-/// costs what its blocks do.
+/// Appends content (or, for a plain turn, its text alone) to the last
+/// message when it has the same role: results go ahead of a user message's
+/// other blocks, thinking ahead of an assistant's. Each block is placed
+/// once, so a long run of merged turns costs what its blocks do.
 fn push(messages: &mut Vec<Message>, role: &'static str, content: Vec<Value>, plain: Option<String>) {
     match messages.last_mut() {
         Some(last) if last.role == role => {
             if let Some(text) = last.plain.take() {
-                last.rest = vec![json!({"type": "text", "text": text})];
+                last.rest = vec![text_block(text)];
             }
+            let content = match plain {
+                Some(text) if !text.is_empty() => vec![text_block(text)],
+                _ => content,
+            };
             if !last.merged {
                 (last.first, last.rest) = std::mem::take(&mut last.rest).into_iter().partition(|b| Message::leads(role, b));
                 last.merged = true;
@@ -564,7 +571,7 @@ fn push(messages: &mut Vec<Message>, role: &'static str, content: Vec<Value>, pl
 /// one way, as [`inputs`] keeps them, numbers as spelled (`1e2`, a 20-digit
 /// id) — where `body` holds them as parsed values. A body whose text holds
 /// what reads as a marker is written as parsed.
-pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::Result<String> {
+pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::Result<Box<RawValue>> {
     const MARK: &str = "\"\\u0000input ";
     let written: BTreeMap<&str, String> = turns
         .iter()
@@ -579,6 +586,9 @@ pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::
             let marker = Value::String(format!("\u{0}input {}", inputs.len()));
             inputs.push((text, std::mem::replace(&mut block["input"], marker)));
         }
+    }
+    if inputs.is_empty() {
+        return crate::canonical::to_raw(&body);
     }
     let text = crate::canonical::to_string(&body)?;
     // Each marker once, in order, and nothing else that reads as one.
@@ -600,10 +610,15 @@ pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::
         for block in tool_uses(&mut body).filter(|b| b["input"].as_str().is_some_and(|s| s.starts_with("\u{0}input "))) {
             block["input"] = values.next().unwrap_or_default();
         }
-        return crate::canonical::to_string(&body);
+        return crate::canonical::to_raw(&body);
     }
     out.push_str(&text[copied..]);
-    Ok(out)
+    // Spliced text: read back, so a body that is not JSON is never answered.
+    RawValue::from_string(out).map_err(|e| crate::error::KernelError::internal(format!("a rendered body does not read back: {e}")))
+}
+
+fn text_block(text: String) -> Value {
+    object([("type", "text".into()), ("text", Value::String(text))])
 }
 
 /// A body's `tool_use` blocks, in order.
@@ -625,7 +640,7 @@ fn input_of(call: &ToolCall) -> Option<Value> {
 
 fn tool_use(call: &ToolCall) -> Value {
     let input = input_of(call).unwrap_or_else(|| json!({}));
-    let mut block = json!({"type": "tool_use", "id": call.call_id, "name": call.name, "input": input});
+    let mut block = object([("type", "tool_use".into()), ("id", call.call_id.as_str().into()), ("name", call.name.as_str().into()), ("input", input)]);
     if let Some(cache) = &call.cache_control {
         block["cache_control"] = cache_json(cache);
     }
@@ -657,7 +672,7 @@ fn cache_json(cache: &CacheControl) -> Value {
 /// A part as a content block; none for reasoning, which only OpenAI Responses reads.
 fn block(part: &Part, body: &Body) -> Option<Value> {
     let mut b = match part.kind {
-        PartKind::Text => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
+        PartKind::Text => text_block(part.text.clone().unwrap_or_default()),
         PartKind::Thinking => json!({"type": "thinking", "thinking": part.text, "signature": part.signature}),
         PartKind::RedactedThinking => json!({"type": "redacted_thinking", "data": part.data}),
         PartKind::Image | PartKind::Document => {
@@ -667,7 +682,7 @@ fn block(part: &Part, body: &Body) -> Option<Value> {
                 (_, Some(reference), _) => json!({"type": "base64", "media_type": part.media_type, "data": body.base64(&reference.object_id)}),
                 (_, _, text) => json!({"type": "text", "media_type": part.media_type, "data": text}),
             };
-            let mut b = json!({"type": kind, "source": source});
+            let mut b = object([("type", kind.into()), ("source", source)]);
             if let Some(title) = &part.title {
                 b["title"] = json!(title);
             }

@@ -3,9 +3,9 @@
 //! `providerId`, `providerFields`). Binary parts arrive already stored
 //! (`contentRef`) or by `url`.
 
-use super::turns::{check_pairing, Body, Reading, Speaker, Turn};
+use super::turns::{check_pairing, object, Body, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, ProviderFields, Role, ToolCall, ToolDefinition, ToolResult};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::BTreeSet;
 
 label! {
@@ -165,7 +165,7 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
             serde_json::to_value(turn).unwrap_or(Value::Null)
         })
         .collect();
-    let mut out = json!({"turns": turns});
+    let mut out = object([("turns", Value::Array(turns))]);
     if !body.tools.is_empty() {
         out["tools"] = serde_json::to_value(&body.tools).unwrap_or(Value::Null);
     }

@@ -3,7 +3,7 @@
 //! and `tool`. Content parts of types the kernel does not read
 //! (`input_audio`, an answer's `refusal`) are kept whole as opaque parts.
 
-use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
+use super::turns::{attach, check_pairing, data_url, merge, object, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeSet;
@@ -225,7 +225,7 @@ fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
 /// Writes turns as a Chat Completions request body.
 pub fn write(turns: &[Turn], body: &Body) -> Value {
     let messages: Vec<Value> = turns.iter().map(|t| message(t, body)).collect();
-    let mut out = json!({"messages": messages, "model": body.model});
+    let mut out = object([("messages", Value::Array(messages)), ("model", body.model.as_str().into())]);
     if body.max_tokens > 0 {
         out["max_completion_tokens"] = json!(body.max_tokens);
     }
@@ -245,7 +245,7 @@ fn message(turn: &Turn, body: &Body) -> Value {
     } else {
         Value::Array(turn.parts.iter().map(|p| part(p, body)).collect())
     };
-    let mut m = json!({"role": turn.speaker.name(), "content": content});
+    let mut m = object([("role", turn.speaker.name().into()), ("content", content)]);
     if !turn.calls.is_empty() {
         let calls: Vec<Value> = turn
             .calls
@@ -273,7 +273,7 @@ fn tool(definition: &ToolDefinition) -> Value {
         if let Some(description) = &definition.description {
             function["description"] = json!(description);
         }
-        return json!({"type": "function", "function": function});
+        return object([("type", "function".into()), ("function", function)]);
     };
     let mut tool = json!({"name": definition.name});
     if let Some(description) = &definition.description {
@@ -286,7 +286,7 @@ fn tool(definition: &ToolDefinition) -> Value {
             _ => json!({"type": format.kind}),
         };
     }
-    json!({"type": "custom", "custom": tool})
+    object([("type", "custom".into()), ("custom", tool)])
 }
 
 /// A part as a content part; rendering leaves only the parts this format carries.
@@ -300,14 +300,14 @@ fn part(part: &Part, body: &Body) -> Value {
             if let Some(detail) = &part.detail {
                 image["detail"] = json!(detail);
             }
-            json!({"type": "image_url", "image_url": image})
+            object([("type", "image_url".into()), ("image_url", image)])
         }
         PartKind::Document => {
             let mut file = json!({"file_data": body.data_url(part)});
             if let Some(title) = &part.title {
                 file["filename"] = json!(title);
             }
-            json!({"type": "file", "file": file})
+            object([("type", "file".into()), ("file", file)])
         }
         _ => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
     };

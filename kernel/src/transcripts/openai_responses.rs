@@ -8,7 +8,7 @@
 //! item's turn, so planning keeps or drops both together. A run of call
 //! items (parallel calls) is one assistant turn.
 
-use super::turns::{attach, check_pairing, data_url, merge, opaque, unread, Body, Format, Reading, Speaker, Turn};
+use super::turns::{attach, check_pairing, data_url, merge, object, opaque, unread, Body, Format, Reading, Speaker, Turn};
 use crate::contracts::{Carrier, Part, PartKind, Role, ToolCall, ToolDefinition, ToolOutcome, DETAILS};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -395,7 +395,7 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
                 let id = turn.result.as_ref().map_or("", |(id, _)| id.as_str());
                 let output = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
                 let kind = if custom.contains(id) { "custom_tool_call_output" } else { "function_call_output" };
-                let mut item = json!({"type": kind, "call_id": id, "output": output});
+                let mut item = object([("type", kind.into()), ("call_id", id.into()), ("output", output)]);
                 merge(&mut item, &turn.provider_fields);
                 input.push(item);
             }
@@ -404,11 +404,11 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
                     Some(before) => format!("{before}\n\n{}", turn.text),
                     None => turn.text.clone(),
                 };
-                out["instructions"] = json!(text);
+                out["instructions"] = Value::String(text);
             }
             _ => {
                 let content = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
-                let mut item = json!({"role": turn.speaker.name(), "content": content});
+                let mut item = object([("role", turn.speaker.name().into()), ("content", content)]);
                 merge(&mut item, &turn.provider_fields);
                 input.push(item);
             }
@@ -449,7 +449,7 @@ fn tool(definition: &ToolDefinition) -> Value {
 fn assistant(turn: &Turn, input: &mut Vec<Value>) {
     for p in turn.parts.iter().filter(|p| p.kind == PartKind::Reasoning) {
         let summary: Vec<Value> = p.summary.iter().map(|s| json!({"type": "summary_text", "text": s})).collect();
-        let mut item = json!({"type": "reasoning", "id": p.id, "summary": summary});
+        let mut item = object([("type", "reasoning".into()), ("id", json!(p.id)), ("summary", Value::Array(summary))]);
         if let Some(encrypted) = &p.encrypted_content {
             item["encrypted_content"] = json!(encrypted);
         }
@@ -475,7 +475,7 @@ fn assistant(turn: &Turn, input: &mut Vec<Value>) {
         _ if standalone => input.extend(content),
         Some(id) => {
             let content = if content.is_empty() { vec![json!({"type": "output_text", "text": turn.text, "annotations": []})] } else { content };
-            let mut item = json!({"type": "message", "role": "assistant", "id": id, "content": content});
+            let mut item = object([("type", "message".into()), ("role", "assistant".into()), ("id", id.as_str().into()), ("content", Value::Array(content))]);
             merge(&mut item, &turn.provider_fields);
             item.as_object_mut().map(|i| i.entry("status").or_insert(json!("completed")));
             input.push(item);

@@ -244,11 +244,10 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
         }
     }
     // Anthropic holds arguments as JSON values: as they were written, not as parsed.
-    let text = match format {
+    let body = match format {
         Format::AnthropicMessages => anthropic::with_inputs_as_written(out, &turns)?,
-        _ => canonical::to_string(&out)?,
+        _ => canonical::to_raw(&out)?,
     };
-    let body = RawValue::from_string(text).map_err(|e| KernelError::internal(format!("a rendered body does not read back: {e}")))?;
     Ok(RenderResponse {
         binding: plan.binding.clone(),
         body,

@@ -486,6 +486,12 @@ pub fn opaque(r: &mut Reading, object: &Map<String, Value>, at: &str, format: Fo
     Some(Part { provider_fields: Some(ProviderFields { fields: object.clone(), format }), ..Part::empty(PartKind::Opaque) })
 }
 
+/// A JSON object of `members`, each value moved in (`json!` would copy a
+/// value given by name, a whole conversation for a body's messages).
+pub fn object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(members.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
 /// Adds a part's or turn's provider fields to the block written for it,
 /// never over a field the writer set: a kept field cannot turn a user turn
 /// into a system one. Writers set their defaults for such fields after.
