@@ -949,6 +949,35 @@ fn tool_schema() -> Value {
 }
 
 #[test]
+fn anthropic_merges_adjacent_turns_of_one_role_keeping_each_text_whole_and_in_order() {
+    // Plain turns, a call turn and a result meet in merged messages; hostile
+    // unicode (combining marks, bidi controls, joiners, astral) goes back as it came.
+    let texts = ["e\u{301} \u{202e}gnp.exe", "\u{200d}🙂\u{fe0f} 𝔘", "\"}] {\\u0000", "ordinary"];
+    let mut c = Conv::new();
+    c.user(texts[0]);
+    c.user(texts[1]);
+    c.call("", &["c1"]);
+    c.result("c1", "done", "success");
+    c.user(texts[2]);
+    c.user(texts[3]);
+    let mut items = c.items.clone();
+    items.push(tool_schema());
+    let mut store = MemStore::default();
+    append(&mut store, &items);
+    let r = render(&mut store, "anthropic-messages", 100_000, json!({})).unwrap();
+    let body = &r["body"];
+    assert_eq!(validate("anthropic-messages", body)["valid"], true, "{body:#}");
+    let text = |t: &str| json!({"type": "text", "text": t});
+    assert_eq!(body["messages"][0], json!({"role": "user", "content": [text(texts[0]), text(texts[1])]}));
+    assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");
+    assert_eq!(body["messages"][1]["content"].as_array().unwrap().len(), 1, "an empty call text adds no block: {body:#}");
+    let last = &body["messages"][2];
+    assert_eq!(last["content"][0]["type"], "tool_result");
+    assert_eq!(last["content"].as_array().unwrap()[1..].to_vec(), vec![text(texts[2]), text(texts[3])]);
+    assert_eq!(body["messages"].as_array().unwrap().len(), 3);
+}
+
+#[test]
 fn regressions_from_real_provider_400s_render_valid() {
     // 1. Truncation keeps an assistant turn first.
     let mut c = Conv::new();

@@ -309,7 +309,7 @@ fn part(part: &Part, body: &Body) -> Value {
             }
             object([("type", "file".into()), ("file", file)])
         }
-        _ => json!({"type": "text", "text": part.text.clone().unwrap_or_default()}),
+        _ => object([("type", "text".into()), ("text", part.text.clone().unwrap_or_default().into())]),
     };
     merge(&mut block, &part.provider_fields);
     block
