@@ -505,6 +505,20 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
         rows.push((format!("re-import the `{format}` history grown by one exchange"), grown.len(), n, Stats { peak_bytes: peak, ..c }));
     }
 
+    table(&rows)
+}
+
+/// How many runs the rendering section makes, and rounds in each.
+const RUNS: usize = 5;
+const ROUNDS: usize = 40;
+
+/// `render-context` of a stored 10 000-event session beside `plan-context`
+/// of the same session, in turns: each round plans and renders every format
+/// once, in an order that rotates, so each render is set against a plan
+/// timed under the same load on the machine. Each of [`RUNS`] runs gives a
+/// ratio of each render's p95 to the plan's; the table has their range, and
+/// the timings of all runs together.
+fn rendering_section(runtime: &ctxkernel_host::Runtime) -> String {
     let items = session_items(10_000);
     let mut setup = append_requests(&items);
     setup.push(
@@ -514,20 +528,60 @@ fn transcripts_section(runtime: &ctxkernel_host::Runtime) -> String {
             "tool": {"name": "grep", "inputSchema": {"type": "object"}}}]})
         .to_string(),
     );
+    let formats = ["openai-chat", "openai-responses", "anthropic-messages"];
+    let mut out = String::from("| workload | native p50 | native p95 | component p50 | component p95 | component p95 ÷ the plan's, per run |\n|---|---:|---:|---:|---:|---:|\n");
     for window in [32_768u64, 131_072] {
         let plan = plan_request(None, window);
-        let label = format!("{}k window", window >> 10);
-        let n = native(ctxkernel::Command::PlanContext, &setup, &plan, 50);
-        let c = component("plan-context", &setup, &plan, 50, runtime);
-        rows.push((format!("plan alone, stored 10 000-event session, {label}"), plan.len(), n, c));
-        for format in ["openai-chat", "openai-responses", "anthropic-messages"] {
-            let render = format!(r#"{{"format":"{format}","plan":{plan},"schemaVersion":1}}"#);
-            let n = native(ctxkernel::Command::RenderContext, &setup, &render, 50);
-            let c = component("render-context", &setup, &render, 50, runtime);
-            rows.push((format!("render `{format}`, stored 10 000-event session, {label}"), render.len(), n, c));
+        let mut workloads = vec![("plan-context", ctxkernel::Command::PlanContext, plan.clone())];
+        for format in formats {
+            workloads.push(("render-context", ctxkernel::Command::RenderContext, format!(r#"{{"format":"{format}","plan":{plan},"schemaVersion":1}}"#)));
+        }
+        let (mut store, mut native) = (ctxkernel::store::MemStore::default(), ctxkernel::Kernel::default());
+        let mut component = Component::with_runtime(runtime.clone(), MemoryStore::new());
+        for s in &setup {
+            native.call(&mut store, ctxkernel::Command::AppendEvents, s).unwrap();
+            component.call("append-events", s).unwrap();
+        }
+        // times[side][workload][run]: milliseconds.
+        let mut times = vec![vec![vec![Vec::with_capacity(ROUNDS); RUNS]; workloads.len()]; 2];
+        for round in 0..RUNS * ROUNDS + 3 {
+            for k in 0..workloads.len() {
+                let w = (round + k) % workloads.len();
+                let (name, command, request) = &workloads[w];
+                let start = Instant::now();
+                native.call(&mut store, *command, request).unwrap();
+                let n = start.elapsed().as_secs_f64() * 1e3;
+                let start = Instant::now();
+                component.call(name, request).unwrap();
+                let c = start.elapsed().as_secs_f64() * 1e3;
+                // The first rounds warm both up.
+                if round >= 3 {
+                    let run = (round - 3) / ROUNDS;
+                    times[0][w][run].push(n);
+                    times[1][w][run].push(c);
+                }
+            }
+        }
+        let p95 = |side: usize, w: usize, run: usize| percentiles(times[side][w][run].clone()).1;
+        for (w, _) in workloads.iter().enumerate() {
+            let all = |side: usize| percentiles(times[side][w].concat());
+            let ((n50, n95), (c50, c95)) = (all(0), all(1));
+            let label = match w {
+                0 => format!("plan alone, {}k window", window >> 10),
+                _ => format!("render `{}`, {}k window", formats[w - 1], window >> 10),
+            };
+            let ratios = match w {
+                0 => "—".to_string(),
+                _ => {
+                    let r: Vec<f64> = (0..RUNS).map(|run| p95(1, w, run) / p95(1, 0, run)).collect();
+                    let (lo, hi) = r.iter().fold((f64::MAX, 0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+                    format!("{lo:.2}–{hi:.2}× ({})", r.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join(", "))
+                }
+            };
+            out.push_str(&format!("| {label} | {} | {} | {} | {} | {ratios} |\n", ms(n50), ms(n95), ms(c50), ms(c95)));
         }
     }
-    table(&rows)
+    out
 }
 
 fn main() {
@@ -537,5 +591,6 @@ fn main() {
         ("compaction", &|| compaction_section(&runtime)),
         ("hosts", &|| hosts_section(&runtime)),
         ("transcripts", &|| transcripts_section(&runtime)),
+        ("rendering", &|| rendering_section(&runtime)),
     ]);
 }

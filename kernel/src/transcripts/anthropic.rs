@@ -51,7 +51,7 @@ fn read_system(r: &mut Reading, system: &Value) {
     let mut turn = Turn::new(Speaker::System, "system");
     turn.preamble = true;
     match system {
-        Value::String(text) => turn.text = text.clone(),
+        Value::String(text) => turn.text = r.text(text),
         Value::Array(blocks) => {
             for (k, block) in blocks.iter().enumerate() {
                 let at = format!("system[{k}]");
@@ -62,7 +62,7 @@ fn read_system(r: &mut Reading, system: &Value) {
                 }
                 let fields = r.carry(b, &at, FORMAT, Carrier::Part(PartKind::Text, false), &["type", "text", "cache_control"]);
                 let cache = r.cache_control(b, &at);
-                if let Some(text) = r.string(b, &at, "text") {
+                if let Some(text) = r.text_field(b, &at, "text") {
                     turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
                 }
             }
@@ -83,7 +83,7 @@ fn read_message(r: &mut Reading, message: &Value, at: &str) {
     };
     let mut turn = Turn::new(speaker, at);
     match r.field(m, at, "content") {
-        Some(Value::String(text)) => turn.text = text.clone(),
+        Some(Value::String(text)) => turn.text = r.text(text),
         Some(Value::Array(blocks)) => {
             let mut results = 0;
             for (k, block) in blocks.iter().enumerate() {
@@ -112,7 +112,7 @@ fn read_block(r: &mut Reading, turn: &mut Turn, b: &Map<String, Value>, at: &str
         ("text", _) => {
             let fields = r.carry(b, at, FORMAT, Carrier::Part(PartKind::Text, !user), &["type", "text", "cache_control"]);
             let cache = r.cache_control(b, at);
-            if let Some(text) = r.string(b, at, "text") {
+            if let Some(text) = r.text_field(b, at, "text") {
                 turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
             }
         }
@@ -239,7 +239,7 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
     let cache = r.cache_control(b, at);
     match b.get("content") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) if cache.is_none() => turn.text = text.clone(),
+        Some(Value::String(text)) if cache.is_none() => turn.text = r.text(text),
         Some(Value::String(_)) => r.fail(format!("{at}.content"), "unknown-field", "a cached tool_result keeps its content as blocks"),
         Some(Value::Array(blocks)) => {
             for (k, block) in blocks.iter().enumerate() {
@@ -249,7 +249,7 @@ fn tool_result(r: &mut Reading, b: &Map<String, Value>, at: &str) {
                     Some("text") => {
                         let fields = r.carry(inner, &at, FORMAT, Carrier::Part(PartKind::Text, false), &["type", "text", "cache_control"]);
                         let cache = r.cache_control(inner, &at);
-                        if let Some(text) = r.string(inner, &at, "text") {
+                        if let Some(text) = r.text_field(inner, &at, "text") {
                             turn.parts.push(Part { provider_fields: fields, ..text_part(text, cache) });
                         }
                     }
@@ -345,20 +345,23 @@ fn media(r: &mut Reading, b: &Map<String, Value>, at: &str, kind: &str) -> Optio
 
 /// The rules the Messages API enforces on the order of a request's messages.
 fn strict_rules(r: &mut Reading, messages: &[Value]) {
+    fn kind(b: &Value) -> &str {
+        b.get("type").and_then(Value::as_str).unwrap_or("")
+    }
     if messages.is_empty() {
         r.fail("messages", "empty-messages", "a request needs at least one message");
     }
-    let kind = |b: &Value| b.get("type").and_then(Value::as_str).unwrap_or("").to_string();
     let mut previous_role = "";
-    let mut asked: Vec<String> = Vec::new();
+    let mut asked: Vec<&str> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
-        let at = format!("messages[{i}]");
+        // Named only when a rule is broken: most messages break none.
+        let at = || format!("messages[{i}]");
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if i == 0 && role != "user" {
-            r.fail(format!("{at}.role"), "first-message-not-user", "the first message must be a user message");
+            r.fail(format!("{}.role", at()), "first-message-not-user", "the first message must be a user message");
         }
         if i > 0 && role == previous_role {
-            r.fail(format!("{at}.role"), "roles-not-alternating", format!("two `{role}` messages in a row; merge them"));
+            r.fail(format!("{}.role", at()), "roles-not-alternating", format!("two `{role}` messages in a row; merge them"));
         }
         let content: &[Value] = match m.get("content") {
             Some(Value::Array(b)) => b,
@@ -370,43 +373,43 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
             _ => false,
         };
         if empty && !(role == "assistant" && i + 1 == messages.len()) {
-            r.fail(format!("{at}.content"), "empty-content", "a message needs non-empty content");
+            r.fail(format!("{}.content", at()), "empty-content", "a message needs non-empty content");
         }
         for (k, b) in content.iter().enumerate() {
             if kind(b) == "text" && b.get("text").and_then(Value::as_str) == Some("") {
-                r.fail(format!("{at}.content[{k}].text"), "empty-content", "text blocks must be non-empty");
+                r.fail(format!("{}.content[{k}].text", at()), "empty-content", "text blocks must be non-empty");
             }
         }
-        let results: Vec<(usize, String)> = content
+        let results: Vec<(usize, &str)> = content
             .iter()
             .enumerate()
             .filter(|(_, b)| kind(b) == "tool_result")
-            .map(|(k, b)| (k, b.get("tool_use_id").and_then(Value::as_str).unwrap_or("").to_string()))
+            .map(|(k, b)| (k, b.get("tool_use_id").and_then(Value::as_str).unwrap_or("")))
             .collect();
         if role == "user" {
             for (k, id) in &results {
                 if !asked.contains(id) {
-                    r.fail(format!("{at}.content[{k}]"), "result-without-call", format!("tool_result `{id}` has no tool_use in the previous assistant message"));
+                    r.fail(format!("{}.content[{k}]", at()), "result-without-call", format!("tool_result `{id}` has no tool_use in the previous assistant message"));
                 }
             }
             for id in asked.iter().filter(|id| !results.iter().any(|(_, r)| r == *id)) {
-                r.fail(at.clone(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
+                r.fail(at(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
             }
             if let Some(first_other) = content.iter().position(|b| kind(b) != "tool_result") {
                 if let Some((k, _)) = results.iter().find(|(k, _)| *k > first_other) {
-                    r.fail(format!("{at}.content[{k}]"), "results-not-first", "tool_result blocks come before any other content in their message");
+                    r.fail(format!("{}.content[{k}]", at()), "results-not-first", "tool_result blocks come before any other content in their message");
                 }
             }
             asked.clear();
         } else if role == "assistant" {
             for id in &asked {
-                r.fail(at.clone(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
+                r.fail(at(), "call-without-result", format!("tool_use `{id}` is not answered by a tool_result in the next user message"));
             }
-            asked = content.iter().filter(|b| kind(b) == "tool_use").filter_map(|b| b.get("id").and_then(Value::as_str)).map(str::to_string).collect();
+            asked = content.iter().filter(|b| kind(b) == "tool_use").filter_map(|b| b.get("id").and_then(Value::as_str)).collect();
             for (k, b) in content.iter().enumerate().filter(|(_, b)| kind(b) == "tool_use") {
                 let id = b.get("id").and_then(Value::as_str).unwrap_or("");
                 if !id_ok(id) {
-                    r.fail(format!("{at}.content[{k}].id"), "id-pattern", format!("tool_use id `{id}` must match ^[a-zA-Z0-9_-]+$"));
+                    r.fail(format!("{}.content[{k}].id", at()), "id-pattern", format!("tool_use id `{id}` must match ^[a-zA-Z0-9_-]+$"));
                 }
             }
         }
@@ -449,56 +452,52 @@ fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
     }
 }
 
-/// Writes turns as a Messages request body, merging adjacent turns of one
-/// role as the API requires.
-pub fn write(turns: &[Turn], body: &Body) -> Value {
+/// Writes turns as a Messages request body, each text moved in, merging
+/// adjacent turns of one role as the API requires.
+pub fn write(turns: Vec<Turn>, body: &Body) -> Value {
     let mut system: Vec<Value> = Vec::new();
-    let mut plain_system: Vec<&str> = Vec::new();
+    let mut plain_system = 0;
     let mut messages: Vec<Message> = Vec::new();
     for turn in turns {
         match turn.speaker {
             Speaker::System | Speaker::Developer => {
                 if turn.parts.is_empty() {
-                    plain_system.push(&turn.text);
-                    system.push(json!({"type": "text", "text": turn.text}));
+                    plain_system += 1;
+                    system.push(text_block(turn.text));
                 } else {
-                    system.extend(turn.parts.iter().filter_map(|p| block(p, body)));
+                    system.extend(turn.parts.into_iter().filter_map(|p| block(p, body)));
                 }
             }
             Speaker::Tool => {
-                let (id, outcome) = turn.result.clone().unwrap_or((String::new(), ToolOutcome::Success));
-                let mut result = Map::new();
-                result.insert("type".into(), json!("tool_result"));
-                result.insert("tool_use_id".into(), json!(id));
-                let content = if turn.parts.is_empty() { json!(turn.text) } else { Value::Array(turn.parts.iter().filter_map(|p| block(p, body)).collect()) };
-                result.insert("content".into(), content);
+                let (id, outcome) = turn.result.unwrap_or((String::new(), ToolOutcome::Success));
+                let content = if turn.parts.is_empty() { Value::String(turn.text) } else { Value::Array(turn.parts.into_iter().filter_map(|p| block(p, body)).collect()) };
+                let mut result = object([("type", "tool_result".into()), ("tool_use_id", Value::String(id)), ("content", content)]);
                 if outcome == ToolOutcome::Error {
-                    result.insert("is_error".into(), json!(true));
+                    result["is_error"] = json!(true);
                 }
-                let mut result = Value::Object(result);
                 merge(&mut result, &turn.provider_fields);
                 push(&mut messages, "user", vec![result], None);
             }
             Speaker::User | Speaker::Assistant => {
                 let role = if turn.speaker == Speaker::User { "user" } else { "assistant" };
                 if turn.parts.is_empty() && turn.calls.is_empty() {
-                    push(&mut messages, role, Vec::new(), Some(turn.text.clone()));
+                    push(&mut messages, role, Vec::new(), Some(turn.text));
                     continue;
                 }
                 let mut content: Vec<Value> = if turn.parts.is_empty() && !turn.text.is_empty() {
-                    vec![text_block(turn.text.clone())]
+                    vec![text_block(turn.text)]
                 } else {
-                    turn.parts.iter().filter_map(|p| block(p, body)).collect()
+                    turn.parts.into_iter().filter_map(|p| block(p, body)).collect()
                 };
-                content.extend(turn.calls.iter().map(tool_use));
+                content.extend(turn.calls.into_iter().map(tool_use));
                 push(&mut messages, role, content, None);
             }
         }
     }
     let messages: Vec<Value> = messages.into_iter().map(Message::into_json).collect();
     let mut out = object([("max_tokens", body.max_tokens.into()), ("messages", Value::Array(messages)), ("model", body.model.as_str().into())]);
-    if plain_system.len() == 1 && system.len() == 1 {
-        out["system"] = json!(plain_system[0]);
+    if plain_system == 1 && system.len() == 1 {
+        out["system"] = system.pop().and_then(|mut b| b.get_mut("text").map(Value::take)).unwrap_or_default();
     } else if !system.is_empty() {
         out["system"] = Value::Array(system);
     }
@@ -566,19 +565,20 @@ fn push(messages: &mut Vec<Message>, role: &'static str, content: Vec<Value>, pl
     }
 }
 
+/// Each call's arguments as [`with_inputs_as_written`] puts them back, by
+/// call id: taken before the turns are written, which moves them.
+pub fn inputs_as_written(turns: &[Turn]) -> BTreeMap<String, String> {
+    let calls = turns.iter().flat_map(|t| &t.calls).filter(|c| input_of(c).is_some());
+    calls.filter_map(|c| Some((c.call_id.clone(), ordered(serde_json::from_str::<&RawValue>(c.arguments.as_deref()?).ok()?, 0)?))).collect()
+}
+
 /// The body's JSON with each `tool_use` block's `input` as its call's
-/// arguments were written — members in bytewise order and strings written
+/// arguments were written (`written`, from [`inputs_as_written`]) — members in bytewise order and strings written
 /// one way, as [`inputs`] keeps them, numbers as spelled (`1e2`, a 20-digit
 /// id) — where `body` holds them as parsed values. A body whose text holds
 /// what reads as a marker is written as parsed.
-pub fn with_inputs_as_written(mut body: Value, turns: &[Turn]) -> crate::error::Result<Box<RawValue>> {
+pub fn with_inputs_as_written(mut body: Value, written: &BTreeMap<String, String>) -> crate::error::Result<Box<RawValue>> {
     const MARK: &str = "\"\\u0000input ";
-    let written: BTreeMap<&str, String> = turns
-        .iter()
-        .flat_map(|t| &t.calls)
-        .filter(|c| input_of(c).is_some())
-        .filter_map(|c| Some((c.call_id.as_str(), ordered(serde_json::from_str::<&RawValue>(c.arguments.as_deref()?).ok()?, 0)?)))
-        .collect();
     // Each input the text stands for, taken out for a marker: (text, value).
     let mut inputs = Vec::new();
     for block in tool_uses(&mut body) {
@@ -638,9 +638,9 @@ fn input_of(call: &ToolCall) -> Option<Value> {
     call.arguments.as_deref().and_then(|a| serde_json::from_str(a).ok()).filter(Value::is_object)
 }
 
-fn tool_use(call: &ToolCall) -> Value {
-    let input = input_of(call).unwrap_or_else(|| json!({}));
-    let mut block = object([("type", "tool_use".into()), ("id", call.call_id.as_str().into()), ("name", call.name.as_str().into()), ("input", input)]);
+fn tool_use(call: ToolCall) -> Value {
+    let input = input_of(&call).unwrap_or_else(|| json!({}));
+    let mut block = object([("type", "tool_use".into()), ("id", Value::String(call.call_id)), ("name", Value::String(call.name)), ("input", input)]);
     if let Some(cache) = &call.cache_control {
         block["cache_control"] = cache_json(cache);
     }
@@ -670,9 +670,9 @@ fn cache_json(cache: &CacheControl) -> Value {
 }
 
 /// A part as a content block; none for reasoning, which only OpenAI Responses reads.
-fn block(part: &Part, body: &Body) -> Option<Value> {
+fn block(part: Part, body: &Body) -> Option<Value> {
     let mut b = match part.kind {
-        PartKind::Text => text_block(part.text.clone().unwrap_or_default()),
+        PartKind::Text => text_block(part.text.unwrap_or_default()),
         PartKind::Thinking => json!({"type": "thinking", "thinking": part.text, "signature": part.signature}),
         PartKind::RedactedThinking => json!({"type": "redacted_thinking", "data": part.data}),
         PartKind::Image | PartKind::Document => {
@@ -688,7 +688,7 @@ fn block(part: &Part, body: &Body) -> Option<Value> {
             }
             b
         }
-        PartKind::Opaque => return unread(part),
+        PartKind::Opaque => return unread(&part),
         PartKind::Reasoning => return None,
     };
     if let Some(cache) = &part.cache_control {

@@ -161,7 +161,8 @@ fn parse(text: &str, depth: usize, path: &str) -> Result<Value> {
     }
 }
 
-fn write(format: Format, turns: &[Turn], body: &Body) -> Value {
+/// Writes `turns` as a body of `format`, moving their texts into it.
+fn write(format: Format, turns: Vec<Turn>, body: &Body) -> Value {
     match format {
         Format::OpenaiChat => openai_chat::write(turns, body),
         Format::OpenaiResponses => openai_responses::write(turns, body),
@@ -182,5 +183,75 @@ fn carries(format: Format, speaker: Speaker, part: &Part) -> bool {
         (Format::OpenaiResponses, Speaker::User | Speaker::Tool, Image | Document) => true,
         (Format::OpenaiResponses, Speaker::Assistant, Reasoning) => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Every value of `body` replaced in turn by each of `with`: one body a replacement.
+    fn mutations(body: &Value, with: &[Value]) -> Vec<Value> {
+        fn paths(value: &Value, at: &mut Vec<Value>, out: &mut Vec<Vec<Value>>) {
+            out.push(at.clone());
+            let children: Vec<(Value, &Value)> = match value {
+                Value::Object(o) => o.iter().map(|(k, v)| (json!(k), v)).collect(),
+                Value::Array(a) => a.iter().enumerate().map(|(i, v)| (json!(i), v)).collect(),
+                _ => Vec::new(),
+            };
+            for (key, child) in children {
+                at.push(key);
+                paths(child, at, out);
+                at.pop();
+            }
+        }
+        let mut all = Vec::new();
+        paths(body, &mut Vec::new(), &mut all);
+        let mut out = Vec::new();
+        for path in all.iter().filter(|p| !p.is_empty()) {
+            for replacement in with {
+                let mut body = body.clone();
+                let mut at = &mut body;
+                for key in path {
+                    at = match key {
+                        Value::String(k) => &mut at[k.as_str()],
+                        _ => &mut at[key.as_u64().unwrap_or(0) as usize],
+                    };
+                }
+                *at = replacement.clone();
+                out.push(body);
+            }
+        }
+        out
+    }
+
+    /// A reading for the rules alone breaks exactly the rules a full one
+    /// does: what it leaves out (the texts) is never what a rule reads.
+    #[test]
+    fn a_reading_for_the_rules_alone_finds_every_violation_a_full_one_does() {
+        let fixtures = [
+            (Format::OpenaiChat, include_str!("../../tests/data/transcripts/openai-chat.json")),
+            (Format::OpenaiResponses, include_str!("../../tests/data/transcripts/openai-responses.json")),
+            (Format::AnthropicMessages, include_str!("../../tests/data/transcripts/anthropic-messages.json")),
+        ];
+        let with = [json!(""), json!(null), json!(7), json!([]), json!({}), json!("\u{202e}\u{0}ü"), json!([{"type": "text", "text": ""}])];
+        let (mut compared, mut broken) = (0, 0);
+        for (format, text) in fixtures {
+            let mut fixture: Value = serde_json::from_str(text).unwrap();
+            fixture["model"] = json!("m");
+            fixture["max_tokens"] = json!(16);
+            for body in std::iter::once(fixture.clone()).chain(mutations(&fixture, &with)) {
+                let full = read(format, Reading::default(), &body, true, &BTreeSet::new());
+                let rules = read(format, Reading::for_rules(), &body, true, &BTreeSet::new());
+                assert_eq!(full.violations, rules.violations, "{}: {body}", format.name());
+                assert!(rules.turns.iter().all(|t| t.text.is_empty()));
+                compared += 1;
+                broken += usize::from(!full.violations.is_empty());
+            }
+            let full = read(format, Reading::default(), &fixture, true, &BTreeSet::new());
+            assert!(full.turns.iter().any(|t| !t.text.is_empty()), "a full reading keeps the texts");
+        }
+        assert!(compared > 1000 && broken > compared / 2, "{compared} bodies compared, {broken} breaking rules");
     }
 }

@@ -142,9 +142,9 @@ fn read_turn(r: &mut Reading, n: NeutralTurn, at: &str) {
 }
 
 /// Writes turns in the neutral form, with the tools; binary parts stay references.
-pub fn write(turns: &[Turn], body: &Body) -> Value {
+pub fn write(turns: Vec<Turn>, body: &Body) -> Value {
     let turns: Vec<Value> = turns
-        .iter()
+        .into_iter()
         .map(|t| {
             let role = match t.speaker {
                 Speaker::System => NeutralRole::System,
@@ -154,13 +154,13 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
                 Speaker::Tool => NeutralRole::Tool,
             };
             let turn = NeutralTurn {
-                content: t.parts.is_empty().then(|| t.text.clone()),
-                parts: t.parts.clone(),
-                provider_fields: t.provider_fields.clone(),
-                provider_id: t.provider_id.clone(),
+                content: t.parts.is_empty().then_some(t.text),
+                parts: t.parts,
+                provider_fields: t.provider_fields,
+                provider_id: t.provider_id,
                 role,
-                tool_calls: t.calls.clone(),
-                tool_result: t.result.clone().map(|(call_id, outcome)| ToolResult { call_id, outcome }),
+                tool_calls: t.calls,
+                tool_result: t.result.map(|(call_id, outcome)| ToolResult { call_id, outcome }),
             };
             serde_json::to_value(turn).unwrap_or(Value::Null)
         })

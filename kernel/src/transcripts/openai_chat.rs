@@ -61,7 +61,7 @@ fn read_message(r: &mut Reading, m: &Map<String, Value>, at: &str) {
         _ => r.carry(m, at, FORMAT, Carrier::Turn(Some(Role::User)), &["role", "content"]),
     };
     match m.get("content") {
-        Some(Value::String(text)) => turn.text = text.clone(),
+        Some(Value::String(text)) => turn.text = r.text(text),
         None | Some(Value::Null) if speaker == Speaker::Assistant => {}
         Some(Value::Array(parts)) => {
             for (k, part) in parts.iter().enumerate() {
@@ -101,7 +101,7 @@ fn read_part(r: &mut Reading, turn: &mut Turn, p: &Map<String, Value>, at: &str)
     let fields = if FORMAT.reads(kind) { r.carry(p, at, FORMAT, on, &["type", kind]) } else { None };
     match (kind, turn.speaker) {
         ("text", _) => {
-            if let Some(text) = r.string(p, at, "text") {
+            if let Some(text) = r.text_field(p, at, "text") {
                 turn.parts.push(Part { provider_fields: fields, ..Part::text(text) });
             }
         }
@@ -175,27 +175,28 @@ fn strict_rules(r: &mut Reading, messages: &[Value]) {
     if messages.is_empty() {
         r.fail("messages", "empty-messages", "a request needs at least one message");
     }
-    let mut open: Vec<String> = Vec::new();
+    let mut open: Vec<&str> = Vec::new();
     let mut in_results = false;
     for (i, m) in messages.iter().enumerate() {
-        let at = format!("messages[{i}]");
+        // Named only when a rule is broken: most messages break none.
+        let at = || format!("messages[{i}]");
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         if role == "tool" {
             let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-            if !in_results || !open.iter().any(|o| o == id) {
-                r.fail(at, "result-without-call", format!("tool message `{id}` does not follow the assistant message that made the call"));
+            if !in_results || !open.contains(&id) {
+                r.fail(at(), "result-without-call", format!("tool message `{id}` does not follow the assistant message that made the call"));
             } else {
-                open.retain(|o| o != id);
+                open.retain(|o| *o != id);
             }
             continue;
         }
         for id in open.drain(..) {
-            r.fail(at.clone(), "call-without-result", format!("tool call `{id}` is not answered before this message"));
+            r.fail(at(), "call-without-result", format!("tool call `{id}` is not answered before this message"));
         }
         in_results = false;
         if role == "assistant" {
             let calls = m.get("tool_calls").and_then(Value::as_array).into_iter().flatten();
-            open = calls.filter_map(|c| c.get("id").and_then(Value::as_str)).map(str::to_string).collect();
+            open = calls.filter_map(|c| c.get("id").and_then(Value::as_str)).collect();
             in_results = !open.is_empty();
         }
     }
@@ -222,9 +223,9 @@ fn tools(r: &mut Reading, top: &Map<String, Value>, strict: bool) {
     });
 }
 
-/// Writes turns as a Chat Completions request body.
-pub fn write(turns: &[Turn], body: &Body) -> Value {
-    let messages: Vec<Value> = turns.iter().map(|t| message(t, body)).collect();
+/// Writes turns as a Chat Completions request body, each text moved in.
+pub fn write(turns: Vec<Turn>, body: &Body) -> Value {
+    let messages: Vec<Value> = turns.into_iter().map(|t| message(t, body)).collect();
     let mut out = object([("messages", Value::Array(messages)), ("model", body.model.as_str().into())]);
     if body.max_tokens > 0 {
         out["max_completion_tokens"] = json!(body.max_tokens);
@@ -235,33 +236,35 @@ pub fn write(turns: &[Turn], body: &Body) -> Value {
     out
 }
 
-fn message(turn: &Turn, body: &Body) -> Value {
+fn message(turn: Turn, body: &Body) -> Value {
     let content = if turn.parts.is_empty() {
         if turn.speaker == Speaker::Assistant && turn.text.is_empty() && (!turn.calls.is_empty() || turn.answered_otherwise()) {
             Value::Null
         } else {
-            json!(turn.text)
+            Value::String(turn.text)
         }
     } else {
-        Value::Array(turn.parts.iter().map(|p| part(p, body)).collect())
+        Value::Array(turn.parts.into_iter().map(|p| part(p, body)).collect())
     };
     let mut m = object([("role", turn.speaker.name().into()), ("content", content)]);
     if !turn.calls.is_empty() {
-        let calls: Vec<Value> = turn
-            .calls
-            .iter()
-            .map(|c| match &c.input {
-                Some(input) => json!({"id": c.call_id, "type": "custom", "custom": {"name": c.name, "input": input}}),
-                None => json!({"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments.as_deref().unwrap_or("{}")}}),
-            })
-            .collect();
+        let calls: Vec<Value> = turn.calls.into_iter().map(call).collect();
         m["tool_calls"] = Value::Array(calls);
     }
-    if let Some((id, _)) = &turn.result {
-        m["tool_call_id"] = json!(id);
+    if let Some((id, _)) = turn.result {
+        m["tool_call_id"] = Value::String(id);
     }
     merge(&mut m, &turn.provider_fields);
     m
+}
+
+/// A function's call (JSON arguments) or a custom tool's (free text).
+fn call(c: ToolCall) -> Value {
+    let (kind, called) = match c.input {
+        Some(input) => ("custom", object([("name", Value::String(c.name)), ("input", Value::String(input))])),
+        None => ("function", object([("name", Value::String(c.name)), ("arguments", Value::String(c.arguments.unwrap_or_else(|| "{}".into())))])),
+    };
+    object([("id", Value::String(c.call_id)), ("type", kind.into()), (kind, called)])
 }
 
 fn tool(definition: &ToolDefinition) -> Value {
@@ -290,26 +293,26 @@ fn tool(definition: &ToolDefinition) -> Value {
 }
 
 /// A part as a content part; rendering leaves only the parts this format carries.
-fn part(part: &Part, body: &Body) -> Value {
-    if let Some(block) = unread(part) {
+fn part(part: Part, body: &Body) -> Value {
+    if let Some(block) = unread(&part) {
         return block;
     }
     let mut block = match part.kind {
         PartKind::Image => {
-            let mut image = json!({"url": body.data_url(part)});
+            let mut image = json!({"url": body.data_url(&part)});
             if let Some(detail) = &part.detail {
                 image["detail"] = json!(detail);
             }
             object([("type", "image_url".into()), ("image_url", image)])
         }
         PartKind::Document => {
-            let mut file = json!({"file_data": body.data_url(part)});
+            let mut file = json!({"file_data": body.data_url(&part)});
             if let Some(title) = &part.title {
                 file["filename"] = json!(title);
             }
             object([("type", "file".into()), ("file", file)])
         }
-        _ => object([("type", "text".into()), ("text", part.text.clone().unwrap_or_default().into())]),
+        _ => object([("type", "text".into()), ("text", Value::String(part.text.unwrap_or_default()))]),
     };
     merge(&mut block, &part.provider_fields);
     block

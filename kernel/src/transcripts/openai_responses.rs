@@ -31,7 +31,7 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
         match instructions {
             Value::String(text) => {
                 let mut turn = Turn::new(Speaker::System, "instructions");
-                turn.text = text.clone();
+                turn.text = r.text(text);
                 turn.preamble = true;
                 r.turns.push(turn);
             }
@@ -41,7 +41,7 @@ pub fn read(mut r: Reading, body: &Value, strict: bool, known: &BTreeSet<String>
     match r.field(top, "$", "input") {
         Some(Value::String(text)) => {
             let mut turn = Turn::new(Speaker::User, "input");
-            turn.text = text.clone();
+            turn.text = r.text(text);
             r.turns.push(turn);
         }
         Some(Value::Array(items)) => {
@@ -178,7 +178,7 @@ fn reasoning(r: &mut Reading, item: &Map<String, Value>, at: &str) -> Option<Par
         if s.get("type").and_then(Value::as_str) != Some("summary_text") {
             r.fail(format!("{sat}.type"), "unknown-block-type", "summary parts are `summary_text`");
         }
-        summary.extend(r.string(s, &sat, "text"));
+        summary.extend(r.text_field(s, &sat, "text"));
     }
     Some(Part { id: Some(id), encrypted_content, provider_fields: fields, summary, ..Part::empty(PartKind::Reasoning) })
 }
@@ -200,7 +200,7 @@ fn output(r: &mut Reading, item: &Map<String, Value>, at: &str) {
     let mut turn = Turn::new(Speaker::Tool, at);
     turn.provider_fields = r.carry(item, at, FORMAT, Carrier::Turn(None), &["type", "call_id", "output"]);
     match r.field(item, at, "output") {
-        Some(Value::String(text)) => turn.text = text.clone(),
+        Some(Value::String(text)) => turn.text = r.text(text),
         Some(Value::Array(parts)) => {
             content_parts(r, &mut turn, parts, &format!("{at}.output"));
             turn.join_text();
@@ -237,9 +237,9 @@ fn message(r: &mut Reading, group: &mut Group, item: &Map<String, Value>, at: &s
         }
     }
     match r.field(item, at, "content") {
-        Some(Value::String(text)) if turn.parts.is_empty() => turn.text = text.clone(),
+        Some(Value::String(text)) if turn.parts.is_empty() => turn.text = r.text(text),
         Some(Value::String(text)) => {
-            turn.parts.push(Part::text(text.clone()));
+            turn.parts.push(Part::text(r.text(text)));
             turn.join_text();
         }
         Some(Value::Array(parts)) => {
@@ -271,7 +271,7 @@ fn content_parts(r: &mut Reading, turn: &mut Turn, parts: &[Value], at: &str) {
         };
         match (kind, assistant) {
             ("input_text", false) | ("output_text", true) => {
-                if let Some(text) = r.string(p, &at, "text") {
+                if let Some(text) = r.text_field(p, &at, "text") {
                     turn.parts.push(Part { provider_fields: fields, ..Part::text(text) });
                 }
             }
@@ -381,33 +381,33 @@ fn strict_rules(r: &mut Reading, items: &[Value]) {
     }
 }
 
-/// Writes turns as a Responses request body: leading instructions without
-/// a role become `instructions`, the rest `input` items.
-pub fn write(turns: &[Turn], body: &Body) -> Value {
+/// Writes turns as a Responses request body, each text moved in: leading
+/// instructions without a role become `instructions`, the rest `input` items.
+pub fn write(turns: Vec<Turn>, body: &Body) -> Value {
     let mut out = json!({"model": body.model});
-    let mut input = Vec::new();
+    let mut input = Vec::with_capacity(turns.len());
     // An output is of its call's kind: a custom tool's, or a function's.
-    let custom: BTreeSet<&str> = turns.iter().flat_map(|t| &t.calls).filter(|c| c.input.is_some()).map(|c| c.call_id.as_str()).collect();
+    let custom: BTreeSet<String> = turns.iter().flat_map(|t| &t.calls).filter(|c| c.input.is_some()).map(|c| c.call_id.clone()).collect();
     for turn in turns {
         match turn.speaker {
             Speaker::Assistant => assistant(turn, &mut input),
             Speaker::Tool => {
-                let id = turn.result.as_ref().map_or("", |(id, _)| id.as_str());
-                let output = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
-                let kind = if custom.contains(id) { "custom_tool_call_output" } else { "function_call_output" };
-                let mut item = object([("type", kind.into()), ("call_id", id.into()), ("output", output)]);
+                let id = turn.result.map(|(id, _)| id).unwrap_or_default();
+                let output = if turn.parts.is_empty() { Value::String(turn.text) } else { parts(turn.parts, body) };
+                let kind = if custom.contains(&id) { "custom_tool_call_output" } else { "function_call_output" };
+                let mut item = object([("type", kind.into()), ("call_id", Value::String(id)), ("output", output)]);
                 merge(&mut item, &turn.provider_fields);
                 input.push(item);
             }
             Speaker::System | Speaker::Developer if turn.preamble && input.is_empty() => {
                 let text = match out.get("instructions").and_then(Value::as_str) {
                     Some(before) => format!("{before}\n\n{}", turn.text),
-                    None => turn.text.clone(),
+                    None => turn.text,
                 };
                 out["instructions"] = Value::String(text);
             }
             _ => {
-                let content = if turn.parts.is_empty() { json!(turn.text) } else { parts(turn, body) };
+                let content = if turn.parts.is_empty() { Value::String(turn.text) } else { parts(turn.parts, body) };
                 let mut item = object([("role", turn.speaker.name().into()), ("content", content)]);
                 merge(&mut item, &turn.provider_fields);
                 input.push(item);
@@ -446,73 +446,78 @@ fn tool(definition: &ToolDefinition) -> Value {
 
 /// An assistant turn: its reasoning, its message, then its calls; or, for
 /// a turn of an item the kernel does not read, its reasoning and the item.
-fn assistant(turn: &Turn, input: &mut Vec<Value>) {
-    for p in turn.parts.iter().filter(|p| p.kind == PartKind::Reasoning) {
-        let summary: Vec<Value> = p.summary.iter().map(|s| json!({"type": "summary_text", "text": s})).collect();
-        let mut item = object([("type", "reasoning".into()), ("id", json!(p.id)), ("summary", Value::Array(summary))]);
-        if let Some(encrypted) = &p.encrypted_content {
-            item["encrypted_content"] = json!(encrypted);
-        }
-        merge(&mut item, &p.provider_fields);
-        input.push(item);
-    }
-    let content: Vec<Value> = turn
-        .parts
-        .iter()
-        .filter_map(|p| match p.kind {
+fn assistant(turn: Turn, input: &mut Vec<Value>) {
+    let standalone = turn.provider_id.is_none() && turn.calls.is_empty() && turn.text.is_empty()
+        && turn.parts.iter().all(|p| matches!(p.kind, PartKind::Reasoning | PartKind::Opaque));
+    let mut content = Vec::new();
+    for p in turn.parts {
+        match p.kind {
+            PartKind::Reasoning => {
+                let summary: Vec<Value> = p.summary.into_iter().map(|s| object([("type", "summary_text".into()), ("text", Value::String(s))])).collect();
+                let mut item = object([("type", "reasoning".into()), ("id", json!(p.id)), ("summary", Value::Array(summary))]);
+                if let Some(encrypted) = p.encrypted_content {
+                    item["encrypted_content"] = Value::String(encrypted);
+                }
+                merge(&mut item, &p.provider_fields);
+                input.push(item);
+            }
             PartKind::Text => {
-                let mut text = json!({"type": "output_text", "text": p.text});
+                let mut text = object([("type", "output_text".into()), ("text", p.text.map_or(Value::Null, Value::String))]);
                 merge(&mut text, &p.provider_fields);
                 text.as_object_mut().map(|t| t.entry("annotations").or_insert(json!([])));
-                Some(text)
+                content.push(text);
             }
-            _ => unread(p),
-        })
-        .collect();
-    let standalone = turn.provider_id.is_none() && turn.calls.is_empty() && turn.text.is_empty() && !content.is_empty()
-        && turn.parts.iter().all(|p| matches!(p.kind, PartKind::Reasoning | PartKind::Opaque));
-    match &turn.provider_id {
+            _ => content.extend(unread(&p)),
+        }
+    }
+    let standalone = standalone && !content.is_empty();
+    match turn.provider_id {
         _ if standalone => input.extend(content),
         Some(id) => {
-            let content = if content.is_empty() { vec![json!({"type": "output_text", "text": turn.text, "annotations": []})] } else { content };
-            let mut item = object([("type", "message".into()), ("role", "assistant".into()), ("id", id.as_str().into()), ("content", Value::Array(content))]);
+            let content = match content.is_empty() {
+                true => vec![object([("type", "output_text".into()), ("text", Value::String(turn.text)), ("annotations", json!([]))])],
+                false => content,
+            };
+            let mut item = object([("type", "message".into()), ("role", "assistant".into()), ("id", Value::String(id)), ("content", Value::Array(content))]);
             merge(&mut item, &turn.provider_fields);
             item.as_object_mut().map(|i| i.entry("status").or_insert(json!("completed")));
             input.push(item);
         }
         None if !turn.text.is_empty() || turn.calls.is_empty() => {
-            let mut item = json!({"role": "assistant", "content": turn.text});
+            let mut item = object([("role", "assistant".into()), ("content", Value::String(turn.text))]);
             merge(&mut item, &turn.provider_fields);
             input.push(item);
         }
         None => {}
     }
-    for call in &turn.calls {
-        let (mut item, prefix) = match &call.input {
-            Some(input) => (json!({"type": "custom_tool_call", "call_id": call.call_id, "name": call.name, "input": input}), "ctc_"),
-            None => (json!({"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments.as_deref().unwrap_or("{}")}), "fc_"),
+    for call in turn.calls {
+        let (mut item, prefix) = match call.input {
+            Some(text) => (object([("type", "custom_tool_call".into()), ("call_id", Value::String(call.call_id)), ("name", Value::String(call.name)), ("input", Value::String(text))]), "ctc_"),
+            None => {
+                let arguments = Value::String(call.arguments.unwrap_or_else(|| "{}".into()));
+                (object([("type", "function_call".into()), ("call_id", Value::String(call.call_id)), ("name", Value::String(call.name)), ("arguments", arguments)]), "fc_")
+            }
         };
-        if let Some(id) = call.provider_id.as_ref().filter(|id| id.starts_with(prefix)) {
-            item["id"] = json!(id);
+        if let Some(id) = call.provider_id.filter(|id| id.starts_with(prefix)) {
+            item["id"] = Value::String(id);
         }
         merge(&mut item, &call.provider_fields);
         input.push(item);
     }
 }
 
-fn parts(turn: &Turn, body: &Body) -> Value {
-    let parts: Vec<Value> = turn
-        .parts
-        .iter()
+fn parts(parts: Vec<Part>, body: &Body) -> Value {
+    let parts: Vec<Value> = parts
+        .into_iter()
         .filter_map(|p| {
             let mut part = match p.kind {
-                PartKind::Opaque => return unread(p),
-                PartKind::Text => json!({"type": "input_text", "text": p.text}),
-                PartKind::Image => json!({"type": "input_image", "image_url": body.data_url(p), "detail": p.detail.as_deref().unwrap_or("auto")}),
+                PartKind::Opaque => return unread(&p),
+                PartKind::Text => object([("type", "input_text".into()), ("text", p.text.map_or(Value::Null, Value::String))]),
+                PartKind::Image => json!({"type": "input_image", "image_url": body.data_url(&p), "detail": p.detail.as_deref().unwrap_or("auto")}),
                 PartKind::Document => {
                     let mut file = match &p.url {
                         Some(url) => json!({"type": "input_file", "file_url": url}),
-                        None => json!({"type": "input_file", "file_data": body.data_url(p)}),
+                        None => json!({"type": "input_file", "file_data": body.data_url(&p)}),
                     };
                     if let Some(title) = &p.title {
                         file["filename"] = json!(title);

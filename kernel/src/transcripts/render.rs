@@ -148,9 +148,9 @@ pub struct RenderResponse {
 pub const PLACEHOLDER: &str = "(earlier conversation omitted)";
 
 /// A turn and the item it came from.
-struct Slot {
+struct Slot<'p> {
     turn: Turn,
-    item: Option<String>,
+    item: Option<&'p str>,
 }
 
 struct Renderer<'a> {
@@ -181,7 +181,7 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     let slots = r.fit(slots);
     // Said of the shrunk results the body holds, not of those pairing left out.
     let shrunk: BTreeMap<&str, _> = plan.context.iter().filter_map(|p| Some((p.item_id.as_str(), p.shrunk.as_ref()?))).collect();
-    for id in slots.iter().filter(|s| s.turn.speaker == Speaker::Tool).filter_map(|s| s.item.as_deref()) {
+    for id in slots.iter().filter(|s| s.turn.speaker == Speaker::Tool).filter_map(|s| s.item) {
         if let Some(shrunk) = shrunk.get(id) {
             r.notes.push(RenderNote {
                 action: "shrunk-result".into(),
@@ -228,9 +228,11 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
     let mut turns: Vec<Turn> = slots.into_iter().map(|s| s.turn).collect();
     let blobs = if format == Format::Neutral { BTreeMap::new() } else { r.load(db, &mut turns, &plan.binding.sink) };
     let body = Body { model, max_tokens, tools, blobs };
-    let out = super::write(format, &turns, &body);
+    // Anthropic holds arguments as JSON values: they go back as they were written, not as parsed.
+    let written = (format == Format::AnthropicMessages).then(|| anthropic::inputs_as_written(&turns));
+    let out = super::write(format, turns, &body);
     if format != Format::Neutral {
-        let check = super::read(format, super::Reading::default(), &out, true, &BTreeSet::new());
+        let check = super::read(format, super::Reading::for_rules(), &out, true, &BTreeSet::new());
         if !check.violations.is_empty() {
             let first = &check.violations[0];
             return Err(KernelError::internal(format!(
@@ -243,10 +245,9 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
             .with_detail(json!({"violations": check.violations})));
         }
     }
-    // Anthropic holds arguments as JSON values: as they were written, not as parsed.
-    let body = match format {
-        Format::AnthropicMessages => anthropic::with_inputs_as_written(out, &turns)?,
-        _ => canonical::to_raw(&out)?,
+    let body = match written {
+        Some(written) => anthropic::with_inputs_as_written(out, &written)?,
+        None => canonical::to_raw(&out)?,
     };
     Ok(RenderResponse {
         binding: plan.binding.clone(),
@@ -262,8 +263,8 @@ pub fn render(db: &mut Db, plan: &ContextPlan, request: &RenderRequest) -> Resul
 
 impl Renderer<'_> {
     /// Each kept item as a turn, in prompt order, and the tool definitions.
-    fn place(&mut self, plan: &ContextPlan) -> (Vec<Slot>, Vec<ToolDefinition>) {
-        let mut slots = Vec::new();
+    fn place<'p>(&mut self, plan: &'p ContextPlan) -> (Vec<Slot<'p>>, Vec<ToolDefinition>) {
+        let mut slots = Vec::with_capacity(plan.context.len());
         let mut tools: Vec<ToolDefinition> = Vec::new();
         for planned in &plan.context {
             let item = &*planned.item;
@@ -336,7 +337,7 @@ impl Renderer<'_> {
             if speaker == Speaker::Tool {
                 turn.result = item.tool_result.as_ref().map(|r| (r.call_id.clone(), r.outcome));
             }
-            slots.push(Slot { turn, item: Some(id.to_string()) });
+            slots.push(Slot { turn, item: Some(id) });
         }
         (slots, tools)
     }
@@ -350,7 +351,7 @@ impl Renderer<'_> {
 
     /// Each call followed by its results: the latest settled one, else a
     /// synthetic one or the call held back; results whose call is not here dropped.
-    fn pair(&mut self, slots: Vec<Slot>) -> Vec<Slot> {
+    fn pair<'p>(&mut self, slots: Vec<Slot<'p>>) -> Vec<Slot<'p>> {
         let calls: BTreeSet<String> = slots.iter().flat_map(|s| s.turn.calls.iter().map(|c| c.call_id.clone())).collect();
         let mut chosen: BTreeMap<String, usize> = BTreeMap::new();
         for (i, s) in slots.iter().enumerate() {
@@ -366,14 +367,14 @@ impl Renderer<'_> {
             }
         }
         let mut results: BTreeMap<usize, Slot> = BTreeMap::new();
-        let mut rest = Vec::new();
+        let mut rest = Vec::with_capacity(slots.len());
         for (i, s) in slots.into_iter().enumerate() {
             match &s.turn.result {
                 Some((id, _)) if !calls.contains(id) => {
-                    self.note("dropped-result", s.item.as_deref(), "its call is not in the rendered context", Some(id.clone()));
+                    self.note("dropped-result", s.item, "its call is not in the rendered context", Some(id.clone()));
                 }
                 Some((id, _)) if chosen.get(id) != Some(&i) => {
-                    self.note("dropped-result", s.item.as_deref(), "a later result of the same call replaces it", Some(id.clone()));
+                    self.note("dropped-result", s.item, "a later result of the same call replaces it", Some(id.clone()));
                 }
                 Some(_) => {
                     results.insert(i, s);
@@ -382,7 +383,7 @@ impl Renderer<'_> {
             }
         }
         let mut by_call: BTreeMap<String, Slot> = results.into_values().map(|s| (s.turn.result.clone().map(|r| r.0).unwrap_or_default(), s)).collect();
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(rest.len() + by_call.len());
         for mut s in rest {
             if s.turn.calls.is_empty() {
                 out.push(s);
@@ -397,7 +398,7 @@ impl Renderer<'_> {
                 if settled {
                     answers.extend(result);
                 } else if self.policy.unsettled_calls == UnsettledCalls::Hold {
-                    self.note("held-back", s.item.as_deref(), "the call has no settled result yet", Some(call.call_id.clone()));
+                    self.note("held-back", s.item, "the call has no settled result yet", Some(call.call_id.clone()));
                     continue;
                 } else {
                     let (text, reason) = match outcome {
@@ -414,7 +415,7 @@ impl Renderer<'_> {
                     let mut turn = Turn::new(Speaker::Tool, &call.call_id);
                     turn.text = text.to_string();
                     turn.result = Some((call.call_id.clone(), outcome.unwrap_or(ToolOutcome::Unknown)));
-                    let item = result.map(|r| r.item).unwrap_or_else(|| s.item.clone());
+                    let item = result.map(|r| r.item).unwrap_or(s.item);
                     self.note("synthesized-result", item.as_deref(), reason, Some(call.call_id.clone()));
                     answers.push(Slot { turn, item });
                 }
@@ -422,7 +423,7 @@ impl Renderer<'_> {
             }
             s.turn.calls = kept;
             if empty(&s.turn) {
-                self.note("dropped-turn", s.item.as_deref(), "every call of the turn is held back", None);
+                self.note("dropped-turn", s.item, "every call of the turn is held back", None);
             } else {
                 out.push(s);
             }
@@ -432,7 +433,7 @@ impl Renderer<'_> {
     }
 
     /// What the target format needs of the turns.
-    fn fit(&mut self, slots: Vec<Slot>) -> Vec<Slot> {
+    fn fit<'p>(&mut self, slots: Vec<Slot<'p>>) -> Vec<Slot<'p>> {
         let format = self.format;
         let mut ids: BTreeMap<String, String> = BTreeMap::new();
         let mut hosted_calls: BTreeSet<(String, String)> = BTreeSet::new();
@@ -442,7 +443,7 @@ impl Renderer<'_> {
             .filter(|(output, _, _)| *output)
             .map(|(_, call, id)| (call.to_string(), id.to_string()))
             .collect();
-        let mut out: Vec<Slot> = Vec::new();
+        let mut out: Vec<Slot> = Vec::with_capacity(slots.len());
         for mut s in slots {
             let speaker = s.turn.speaker;
             if format == Format::OpenaiResponses {
@@ -462,7 +463,7 @@ impl Renderer<'_> {
                 // Responses refuses a reasoning item without the message or call it led to.
                 for _ in std::mem::take(&mut s.turn.parts) {
                     let why = "reasoning is sent only with the message or call it led to";
-                    self.note("dropped-part", s.item.as_deref(), why, Some("reasoning part in an assistant turn".into()));
+                    self.note("dropped-part", s.item, why, Some("reasoning part in an assistant turn".into()));
                 }
             }
             for kind in dropped {
@@ -473,7 +474,7 @@ impl Renderer<'_> {
                     "text" => "Anthropic refuses empty text blocks",
                     _ => "the format carries no such part in this turn",
                 };
-                self.note("dropped-part", s.item.as_deref(), reason, Some(format!("{kind} part in a {} turn", speaker.name())));
+                self.note("dropped-part", s.item, reason, Some(format!("{kind} part in a {} turn", speaker.name())));
             }
             if s.turn.parts.len() != before && s.turn.parts.iter().all(|p| p.kind != PartKind::Text) && !s.turn.text.is_empty() && !s.turn.parts.is_empty() {
                 // Keep the text view as a part, so the turn still says what its item said.
@@ -485,7 +486,7 @@ impl Renderer<'_> {
             if let Some((_, ToolOutcome::Error)) = s.turn.result {
                 if matches!(format, Format::OpenaiChat | Format::OpenaiResponses) {
                     say_error(&mut s.turn);
-                    self.note("error-in-text", s.item.as_deref(), "the format has no error flag on a tool result: the text says it", None);
+                    self.note("error-in-text", s.item, "the format has no error flag on a tool result: the text says it", None);
                 }
             }
             if matches!(s.turn.result, Some((_, ToolOutcome::Pending | ToolOutcome::Unknown))) {
@@ -494,7 +495,7 @@ impl Renderer<'_> {
             self.rewrite_ids(&mut s, &mut ids);
             let drop_empty = format == Format::AnthropicMessages || speaker == Speaker::Assistant;
             if drop_empty && empty(&s.turn) && speaker != Speaker::Tool {
-                self.note("dropped-turn", s.item.as_deref(), "nothing the format can carry is left of it", None);
+                self.note("dropped-turn", s.item, "nothing the format can carry is left of it", None);
                 continue;
             }
             out.push(s);
@@ -536,10 +537,10 @@ impl Renderer<'_> {
             _ => true,
         });
         for id in orphans {
-            self.note("dropped-result", s.item.as_deref(), "its call is not in the rendered context", Some(id));
+            self.note("dropped-result", s.item, "its call is not in the rendered context", Some(id));
         }
         for id in unanswered {
-            self.note("dropped-part", s.item.as_deref(), "a custom tool's call goes only with its output, which is not in the rendered context", Some(id));
+            self.note("dropped-part", s.item, "a custom tool's call goes only with its output, which is not in the rendered context", Some(id));
         }
     }
 
@@ -567,13 +568,13 @@ impl Renderer<'_> {
                     }
                 }).collect();
                 add_text(&mut s.turn, lines.join("\n"), false);
-                self.note("call-as-text", s.item.as_deref(), &format!("{why} calls without a definition"), None);
+                self.note("call-as-text", s.item, &format!("{why} calls without a definition"), None);
             }
             if let Some((id, outcome)) = s.turn.result.take_if(|(id, _)| said.contains(id)) {
                 let error = if outcome == ToolOutcome::Error { ", an error" } else { "" };
                 s.turn.speaker = Speaker::User;
                 add_text(&mut s.turn, format!("[result of call {id}{error}]"), true);
-                self.note("call-as-text", s.item.as_deref(), &format!("{why} results without a definition"), None);
+                self.note("call-as-text", s.item, &format!("{why} results without a definition"), None);
             }
         }
     }
@@ -598,7 +599,7 @@ impl Renderer<'_> {
             notes.push(RenderNote {
                 action: "rewrote-id".into(),
                 detail: Some(format!("`{id}` → `{new}`")),
-                item_id: s.item.clone(),
+                item_id: s.item.map(str::to_string),
                 reason: format!("{} refuses this call id", self.format.name()),
                 shrunk: None,
             });
@@ -632,7 +633,7 @@ impl Renderer<'_> {
                         k += 1;
                     } else {
                         let s = slots.remove(k);
-                        self.note("dropped-turn", s.item.as_deref(), "Anthropic needs a user message first", None);
+                        self.note("dropped-turn", s.item, "Anthropic needs a user message first", None);
                     }
                 }
             }

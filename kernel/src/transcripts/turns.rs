@@ -133,6 +133,8 @@ pub struct Reading {
     /// rest: (elements before it, the conversation's turns they hold,
     /// counting the gap's).
     pub rests: Vec<(usize, usize)>,
+    /// Read for the rules alone: the turns keep no text (see [`for_rules`](Self::for_rules)).
+    pub rules_only: bool,
 }
 
 /// A run of conversation elements a reader skips, read before from the
@@ -153,6 +155,19 @@ impl Reading {
     /// A reading that skips `gap`.
     pub fn skipping(gap: Gap) -> Reading {
         Reading { gap, ..Reading::default() }
+    }
+
+    /// A reading for the rules alone, whose turns keep no text: no rule
+    /// reads one, and copying every text out of a body is most of what
+    /// reading it costs. `validate-request` reads this way, and rendering
+    /// checks each body it writes so.
+    pub fn for_rules() -> Reading {
+        Reading { rules_only: true, ..Reading::default() }
+    }
+
+    /// A text as this reading keeps it: none, when it reads for the rules alone.
+    pub fn text(&self, text: &str) -> String {
+        if self.rules_only { String::new() } else { text.to_string() }
     }
 
     /// Marks where the conversation's elements start.
@@ -186,8 +201,18 @@ impl Reading {
 
     /// A required string field.
     pub fn string(&mut self, object: &Map<String, Value>, at: &str, name: &str) -> Option<String> {
+        self.str_field(object, at, name).map(str::to_string)
+    }
+
+    /// A required string field that holds text (a block's `text`), kept as [`text`](Self::text) keeps it.
+    pub fn text_field(&mut self, object: &Map<String, Value>, at: &str, name: &str) -> Option<String> {
+        let text = self.str_field(object, at, name)?;
+        Some(self.text(text))
+    }
+
+    fn str_field<'v>(&mut self, object: &'v Map<String, Value>, at: &str, name: &str) -> Option<&'v str> {
         match self.field(object, at, name)? {
-            Value::String(s) => Some(s.clone()),
+            Value::String(s) => Some(s),
             _ => {
                 self.fail(format!("{at}.{name}"), "wrong-type", format!("`{name}` must be a string"));
                 None
@@ -240,7 +265,13 @@ impl Reading {
     /// keep. A field given as null is a field left out: SDKs write every
     /// optional field of what they parsed.
     pub fn only(&mut self, object: &Map<String, Value>, at: &str, allowed: &[&str]) {
-        for (key, _) in object.iter().filter(|(k, v)| !v.is_null() && !allowed.contains(&k.as_str())) {
+        self.only_of(object, at, &[allowed]);
+    }
+
+    /// [`only`](Self::only), for fields allowed by any of `allowed`.
+    fn only_of(&mut self, object: &Map<String, Value>, at: &str, allowed: &[&[&str]]) {
+        let known = |k: &str| allowed.iter().any(|a| a.contains(&k));
+        for (key, _) in object.iter().filter(|(k, v)| !v.is_null() && !known(k)) {
             self.fail(format!("{at}.{key}"), "unknown-field", format!("`{key}` is not a field of this block the kernel knows"));
         }
     }
@@ -250,8 +281,7 @@ impl Reading {
     /// (citations, a status), kept unread to go back with the block. Returns those given.
     pub fn carry(&mut self, object: &Map<String, Value>, at: &str, format: Format, on: Carrier, read: &[&str]) -> Option<ProviderFields> {
         let carried = format.kept(on);
-        let allowed: Vec<&str> = read.iter().chain(carried).copied().collect();
-        self.only(object, at, &allowed);
+        self.only_of(object, at, &[read, carried]);
         let fields: Map<String, Value> =
             object.iter().filter(|(k, v)| !v.is_null() && carried.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
         (!fields.is_empty()).then_some(ProviderFields { fields, format })

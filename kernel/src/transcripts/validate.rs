@@ -28,7 +28,7 @@ pub struct ValidateResponse {
 
 pub fn validate(request: ValidateRequest) -> Result<ValidateResponse> {
     check_version("request", request.schema_version)?;
-    let reading = super::read(request.format, super::Reading::default(), &request.body, true, &BTreeSet::new());
+    let reading = super::read(request.format, super::Reading::for_rules(), &request.body, true, &BTreeSet::new());
     Ok(ValidateResponse {
         format: request.format,
         schema_version: 1,
