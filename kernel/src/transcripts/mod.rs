@@ -235,7 +235,10 @@ mod tests {
             (Format::OpenaiResponses, include_str!("../../tests/data/transcripts/openai-responses.json")),
             (Format::AnthropicMessages, include_str!("../../tests/data/transcripts/anthropic-messages.json")),
         ];
-        let with = [json!(""), json!(null), json!(7), json!([]), json!({}), json!("\u{202e}\u{0}ü"), json!([{"type": "text", "text": ""}])];
+        // Hostile values, and the names of roles and block kinds, so a text
+        // lands where a rule reads another kind of block.
+        let mut with = vec![json!(""), json!(null), json!(7), json!([]), json!({}), json!("\u{202e}\u{0}ü"), json!([{"type": "text", "text": ""}])];
+        with.extend(["user", "assistant", "tool", "system", "text", "tool_use", "tool_result", "function_call", "function_call_output", "message"].map(|k| json!(k)));
         let (mut compared, mut broken) = (0, 0);
         for (format, text) in fixtures {
             let mut fixture: Value = serde_json::from_str(text).unwrap();
@@ -245,7 +248,7 @@ mod tests {
                 let full = read(format, Reading::default(), &body, true, &BTreeSet::new());
                 let rules = read(format, Reading::for_rules(), &body, true, &BTreeSet::new());
                 assert_eq!(full.violations, rules.violations, "{}: {body}", format.name());
-                assert!(rules.turns.iter().all(|t| t.text.is_empty()));
+                assert!(rules.turns.iter().all(|t| t.text.is_empty() && t.parts.iter().all(|p| p.kind != PartKind::Text || p.text.as_deref().unwrap_or("").is_empty())));
                 compared += 1;
                 broken += usize::from(!full.violations.is_empty());
             }
