@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm parity parity-bless parity-check parity-runs parity-stress demo test examples bench eval fuzz clean
+.PHONY: help toolchain component build node python jvm dist dist-pack dist-smoke parity parity-bless parity-check parity-runs parity-stress demo test examples bench eval fuzz clean
 
 help:
 	@echo "make demo   build, then replay a recorded 300-turn agent session through the kernel on every host"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench  run the benchmarks and rewrite docs/BENCHMARKS.md"
 	@echo "make eval   the recall evaluation: ctxkernel against SQLite FTS5, hit@1 / hit@5"
 	@echo "make parity run every parity fixture on every host and compare"
+	@echo "make dist   the release artifacts of every host in dist/, each installed outside the checkout and run"
 	@echo "make fuzz   run each fuzz target for FUZZ_SECONDS (default 60) on a pinned nightly"
 
 toolchain:
@@ -33,6 +34,8 @@ component: toolchain
 	@mkdir -p build
 	@cmp -s $(TARGET_DIR)/wasm32-wasip2/release/ctxkernel.wasm $(COMPONENT) \
 	  || cp $(TARGET_DIR)/wasm32-wasip2/release/ctxkernel.wasm $(COMPONENT)
+	@# Every package carries this digest beside the component (or its transpiled modules).
+	@cd build && sha256sum ctxkernel.wasm > ctxkernel.wasm.sha256.new && mv ctxkernel.wasm.sha256.new ctxkernel.wasm.sha256
 
 build: component
 	$(CARGO) build --locked --release -p ctxkernel-host
@@ -48,7 +51,7 @@ demo: build node python jvm
 	@echo "== the same $$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["steps"]))' $(DEMO)/calls.json) kernel calls on every host (digest of responses + final store)"
 	@$(CTXK) parity --out $(DEMO)/rust $(DEMO)/calls.json
 	@node $(NODE)/scripts/parity.js --out $(DEMO)/node $(DEMO)/calls.json
-	@$(PY) -m ctxkernel.parity --out $(DEMO)/python $(DEMO)/calls.json
+	@$(PY) -m ctxkernel_sdk.parity --out $(DEMO)/python $(DEMO)/calls.json
 	@java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(DEMO)/jvm $(DEMO)/calls.json
 	@for host in rust node python jvm; do \
 	  printf '  %-7s %s\n' $$host $$(cat $(DEMO)/$$host/demo.transcript.jsonl $(DEMO)/$$host/demo.dump.jsonl | sha256sum | cut -d' ' -f1); \
@@ -65,15 +68,16 @@ NODE := host-shims/node
 node: component
 	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
 	cd $(NODE) && npm run --silent transpile && npm run --silent types
+	cp $(COMPONENT).sha256 $(NODE)/gen/
 
 # Python: a virtualenv with the package installed editable, typed from wit/schemas.
 PY_ENV := build/py
 PY := $(PY_ENV)/bin/python
-PY_PKG := host-shims/python/src/ctxkernel
+PY_PKG := host-shims/python/src/ctxkernel_sdk
 python: component
 	@[ -x $(PY) ] || python3 -m venv $(PY_ENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e 'host-shims/python[test]' datamodel-code-generator==0.89.0
-	cp $(COMPONENT) $(PY_PKG)/ctxkernel.wasm
+	$(PY) -m pip install -q --disable-pip-version-check -e 'host-shims/python[test]' datamodel-code-generator==0.89.0 build==1.6.1
+	cp $(COMPONENT) $(COMPONENT).sha256 $(PY_PKG)/
 	$(PY_ENV)/bin/datamodel-codegen --input wit/schemas --input-file-type jsonschema --output $(PY_PKG)/envelopes \
 	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
 	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
@@ -85,8 +89,34 @@ MVN := mvn -q -B --no-transfer-progress
 jvm: component node
 	sha256sum $(NODE)/gen/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
 	@mkdir -p $(JVM)/src/main/resources
-	cp $(COMPONENT) $(JVM)/src/main/resources/ctxkernel.wasm
+	cp $(COMPONENT) $(COMPONENT).sha256 $(JVM)/src/main/resources/
 	cd $(JVM) && $(MVN) -DskipTests install && $(MVN) dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+
+# Release artifacts, all of one version (VERSION; `packaging/version.py`), each
+# holding the one component and naming it by its sha256: the Python wheel and
+# sdist, the npm tarball, the Maven jar with its sources and pom, and `ctxk`.
+# `dist-smoke` installs each outside the checkout and runs them (packaging/).
+DIST := dist
+VERSION := $(shell cat VERSION)
+dist: build node python jvm
+	$(MAKE) --no-print-directory dist-pack
+	$(MAKE) --no-print-directory dist-smoke
+
+# This one expects every host built and `ctxk` in $(CTXK) (`make dist`, or `make test`).
+dist-pack:
+	python3 packaging/version.py check
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@# The wheel is built from the sdist, so a file the sdist lacks is missing from the wheel too.
+	$(PY) -m build --sdist --wheel --outdir $(DIST) host-shims/python > /dev/null
+	cd $(NODE) && npm pack --silent --pack-destination ../../$(DIST) > /dev/null
+	cp $(JVM)/target/ctxkernel-$(VERSION).jar $(JVM)/target/ctxkernel-$(VERSION)-sources.jar $(DIST)/
+	cp $(JVM)/pom.xml $(DIST)/ctxkernel-$(VERSION).pom
+	cp $(CTXK) $(DIST)/ctxk-$(VERSION)-$$(uname -m)-linux
+	cp $(COMPONENT).sha256 $(DIST)/
+	cd $(DIST) && sha256sum -- * > SHA256SUMS && ls -l
+
+dist-smoke:
+	bash packaging/smoke/run.sh $(DIST)
 
 # Parity: every fixture on every host, compared byte for byte (and with the goldens).
 PARITY_RUNS := build/parity
@@ -107,12 +137,12 @@ parity-runs:
 	@rm -rf $(PARITY_RUNS)
 	$(CTXK) parity --out $(PARITY_RUNS)/rust $(FIXTURES)
 	node $(NODE)/scripts/parity.js --out $(PARITY_RUNS)/node $(FIXTURES)
-	$(PY) -m ctxkernel.parity --out $(PARITY_RUNS)/python $(FIXTURES)
+	$(PY) -m ctxkernel_sdk.parity --out $(PARITY_RUNS)/python $(FIXTURES)
 	java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(PARITY_RUNS)/jvm $(FIXTURES)
 	@# Each host opens the store files the previous host wrote.
 	$(CTXK) parity --out $(PARITY_RUNS)/rust --read $(PARITY_RUNS)/jvm $(FIXTURES)
 	node $(NODE)/scripts/parity.js --out $(PARITY_RUNS)/node --read $(PARITY_RUNS)/rust $(FIXTURES)
-	$(PY) -m ctxkernel.parity --out $(PARITY_RUNS)/python --read $(PARITY_RUNS)/node $(FIXTURES)
+	$(PY) -m ctxkernel_sdk.parity --out $(PARITY_RUNS)/python --read $(PARITY_RUNS)/node $(FIXTURES)
 	java -cp $(JAVA_CP) dev.ctxkernel.Parity --out $(PARITY_RUNS)/jvm --read $(PARITY_RUNS)/python $(FIXTURES)
 
 # The same fixtures on every host again while other processes load every core: twice
@@ -122,7 +152,7 @@ parity-stress:
 	@rm -rf build/parity-stress
 	$(STRESS) --host rust -- $(CTXK) parity --out {out} $(FIXTURES)
 	$(STRESS) --host node -- node $(NODE)/scripts/parity.js --out {out} $(FIXTURES)
-	$(STRESS) --host python -- $(PY) -m ctxkernel.parity --out {out} $(FIXTURES)
+	$(STRESS) --host python -- $(PY) -m ctxkernel_sdk.parity --out {out} $(FIXTURES)
 	$(STRESS) --reps 5 --host jvm -- java -cp $(JAVA_CP) dev.ctxkernel.Parity --out {out} $(FIXTURES)
 
 # The Rust tests build `ctxk` themselves (with their own feature set), so
@@ -136,6 +166,8 @@ test: component node python jvm
 	@# `cargo test` built ctxk; reuse it rather than building wasmtime again.
 	$(MAKE) --no-print-directory parity-check
 	$(MAKE) --no-print-directory parity-stress
+	$(MAKE) --no-print-directory dist-pack
+	$(MAKE) --no-print-directory dist-smoke
 
 # Each example on its host, with its own runner (the hosts are built by `test`).
 examples:
@@ -181,5 +213,5 @@ fuzz:
 	fi
 
 clean:
-	rm -rf build
+	rm -rf build $(DIST)
 	$(CARGO) clean

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ctxkernel import Kernel, KernelError, SqliteStore
+from ctxkernel_sdk import Kernel, KernelError, SqliteStore
 
 HERE = Path(__file__).parent
 MODEL = {"profile": "small-8k", "window": 8192, "reservedOutput": 1024, "safetyMargin": 256}

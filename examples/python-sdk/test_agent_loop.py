@@ -2,7 +2,7 @@
 import agent_loop
 import pytest
 from anthropic.types.message_create_params import MessageCreateParamsNonStreaming
-from ctxkernel import Kernel, KernelError, SqliteStore
+from ctxkernel_sdk import Kernel, KernelError, SqliteStore
 from pydantic import TypeAdapter
 
 

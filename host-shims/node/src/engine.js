@@ -9,6 +9,8 @@ import { instantiate } from '../gen/ctxkernel.js';
 import { StoreConflict, StoreError } from './stores.js';
 
 const gen = new URL('../gen/', import.meta.url);
+/** The sha256 of the component `gen/` was transpiled from, written beside it by the build. */
+export const COMPONENT_SHA256 = (await readFile(new URL('ctxkernel.wasm.sha256', gen), 'utf8')).split(/\s/)[0];
 const coreNames = ['ctxkernel.core.wasm', 'ctxkernel.core2.wasm', 'ctxkernel.core3.wasm'];
 const coreModules = new Map(
   await Promise.all(coreNames.map(async (name) => [name, await WebAssembly.compile(await readFile(new URL(name, gen)))])),

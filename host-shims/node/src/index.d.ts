@@ -184,6 +184,9 @@ export type Command =
   | 'verify-store';
 export const COMMANDS: readonly Command[];
 
+/** The sha256 of the one component this package runs (as `sha256sum build/ctxkernel.wasm` prints it). */
+export const COMPONENT_SHA256: string;
+
 /** What a provider callback answers. */
 export interface ProviderAnswer {
   text: string;

@@ -29,7 +29,7 @@ def compact_request(strategy):
 
 @pytest.fixture
 def seeded():
-    from ctxkernel import Kernel, MemoryStore
+    from ctxkernel_sdk import Kernel, MemoryStore
 
     def make():
         kernel = Kernel(MemoryStore())

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import NOW, PLAN, append_request, compact_request
-from ctxkernel import COMMANDS, Kernel, KernelError, MemoryStore, ProviderOutcomeUnknown
+from ctxkernel_sdk import COMMANDS, Kernel, KernelError, MemoryStore, ProviderOutcomeUnknown
 
 
 def dump(store):
@@ -75,7 +75,7 @@ def test_a_host_exception_mid_call_rolls_back_and_the_next_call_works():
 
 
 def test_a_failing_store_is_a_storage_failure():
-    from ctxkernel import StoreError
+    from ctxkernel_sdk import StoreError
 
     store = MemoryStore()
     kernel = Kernel(store)
@@ -130,7 +130,7 @@ def describes(typed_dict, value):
 
 
 def test_generated_types_describe_the_real_responses(seeded):
-    from ctxkernel.envelopes import compact_context_response_schema, context_plan_schema
+    from ctxkernel_sdk.envelopes import compact_context_response_schema, context_plan_schema
 
     assert describes(context_plan_schema.ContextPlan, seeded().plan_context(PLAN))
     assert describes(compact_context_response_schema.CompactResponse, seeded().compact_context(compact_request("local")))

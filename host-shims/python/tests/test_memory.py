@@ -1,7 +1,7 @@
 import pytest
 
 from conftest import NOW, item
-from ctxkernel import Kernel, KernelError, MemoryStore
+from ctxkernel_sdk import Kernel, KernelError, MemoryStore
 
 PROJECT = {"scope": "project", "scopeId": "web"}
 ADMIN = {"kind": "management", "actor": "lead"}
@@ -56,7 +56,7 @@ def test_the_memory_lifecycle_through_the_component():
 
 
 def test_generated_memory_types_describe_the_real_responses():
-    from ctxkernel.envelopes import recall_memory_response_schema
+    from ctxkernel_sdk.envelopes import recall_memory_response_schema
     from test_kernel import describes
 
     kernel = Kernel(MemoryStore())

@@ -8,12 +8,12 @@ import time
 import pytest
 
 from conftest import PLAN, append_request
-from ctxkernel import Kernel, KernelError, SqliteStore, StoreError
+from ctxkernel_sdk import Kernel, KernelError, SqliteStore, StoreError
 
 CHILD = textwrap.dedent(
     """
     import json, sys
-    from ctxkernel import Kernel, KernelError, SqliteStore
+    from ctxkernel_sdk import Kernel, KernelError, SqliteStore
     path, start = sys.argv[1], int(sys.argv[2])
     item = {"schemaVersion": 1, "itemId": f"child-{start}-{__import__('os').getpid()}", "kind": "message", "role": "user",
             "scope": "session", "sourceRef": {"kind": "session", "id": "s1", "seq": start + 1}, "provenance": {"origin": "user"},

@@ -35,7 +35,7 @@ from anthropic.types.message_create_params import MessageCreateParamsNonStreamin
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
-from ctxkernel import Kernel, KernelError, MemoryStore
+from ctxkernel_sdk import Kernel, KernelError, MemoryStore
 
 NOW = "2026-06-01T12:00:00Z"
 FORMATS = ("openai-chat", "openai-responses", "anthropic-messages")

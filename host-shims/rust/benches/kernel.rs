@@ -339,7 +339,7 @@ fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
     let java_classpath = format!("host-shims/jvm/target/classes:{}", classpath.trim());
     let hosts: [(&str, &str, Vec<&str>, f64); 3] = [
         ("Node (jco)", "node", vec!["host-shims/node/scripts/bench.js"], 2.0),
-        ("Python (wasmtime-py)", "build/py/bin/python", vec!["-m", "ctxkernel.bench"], 2.0),
+        ("Python (wasmtime-py)", "build/py/bin/python", vec!["-m", "ctxkernel_sdk.bench"], 2.0),
         ("JVM (Chicory compiler)", "java", vec!["-cp", &java_classpath, "dev.ctxkernel.Bench"], 4.0),
     ];
     let (trivial_iterations, plan_iterations) = (2000, 30);

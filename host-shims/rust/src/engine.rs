@@ -15,6 +15,8 @@ pub mod bindings {
 
 /// The component artifact this library was built with.
 pub const COMPONENT: &[u8] = include_bytes!(env!("CTXK_COMPONENT_PATH"));
+/// Its sha256 (as `sha256sum build/ctxkernel.wasm` prints it).
+pub const COMPONENT_SHA256: &str = env!("CTXK_COMPONENT_SHA256");
 
 pub(crate) struct State {
     pub(crate) store: Box<dyn HostStore>,

@@ -18,7 +18,7 @@ mod errors;
 mod kernel;
 mod stores;
 
-pub use engine::{bindings, Limits, Runtime, COMPONENT};
+pub use engine::{bindings, Limits, Runtime, COMPONENT, COMPONENT_SHA256};
 pub use errors::{ErrorCode, KernelError};
 pub use kernel::{Kernel, COMMANDS, READ_ONLY, TRAPPED};
 pub use stores::{HostStore, MemoryStore, SqliteStore};

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ctxk", version, about = "The ctxkernel Context/Memory Kernel, from the command line")]
+#[command(name = "ctxk", version = concat!(env!("CARGO_PKG_VERSION"), " (component sha256 ", env!("CTXK_COMPONENT_SHA256"), ")"), about = "The ctxkernel Context/Memory Kernel, from the command line")]
 struct Cli {
     /// The store file (SQLite); created when missing.
     #[arg(long, global = true, env = "CTXK_STORE", default_value = "ctxk.sqlite")]

@@ -11,6 +11,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.function.Function;
@@ -27,7 +28,7 @@ import javax.management.ObjectName;
 final class Engine {
     private static final String INTERFACE = "ctxkernel:kernel/kernel@0.1.0#";
 
-    private record Runtime(byte[] core, WasmModule module, Function<Instance, Machine> machines) {}
+    private record Runtime(byte[] core, String componentSha256, WasmModule module, Function<Instance, Machine> machines) {}
 
     private static Runtime runtime;
 
@@ -50,17 +51,28 @@ final class Engine {
         abi = new CanonicalAbi(instance);
     }
 
-    /** The core module this host runs, taken from the packaged component; parsed and compiled once. */
+    /**
+     * The core module this host runs, taken from the packaged component; parsed and compiled once.
+     * The component is checked against the digest packaged beside it, so a truncated or swapped
+     * resource fails here rather than as a trap in some later call.
+     */
     private static synchronized Runtime runtime() {
         if (runtime == null) {
-            try (InputStream in = Engine.class.getResourceAsStream("/ctxkernel.wasm")) {
-                if (in == null) {
-                    throw new IllegalStateException("ctxkernel.wasm is not on the classpath (run `make jvm`)");
+            try (InputStream in = Engine.class.getResourceAsStream("/ctxkernel.wasm");
+                    InputStream digestIn = Engine.class.getResourceAsStream("/ctxkernel.wasm.sha256")) {
+                if (in == null || digestIn == null) {
+                    throw new IllegalStateException("ctxkernel.wasm and ctxkernel.wasm.sha256 are not both on the classpath (run `make jvm`)");
                 }
-                byte[] core = ComponentBinary.coreModule(ComponentBinary.readAll(in));
+                byte[] component = ComponentBinary.readAll(in);
+                String shipped = new String(ComponentBinary.readAll(digestIn), StandardCharsets.US_ASCII).trim().split("\\s+")[0];
+                String digest = ComponentBinary.sha256(component);
+                if (!digest.equals(shipped)) {
+                    throw new IllegalStateException("the packaged ctxkernel.wasm has sha256 " + digest + ", but the jar was built with " + shipped);
+                }
+                byte[] core = ComponentBinary.coreModule(component);
                 WasmModule module = Parser.parse(core);
                 keepOptimizingCompilerOff();
-                runtime = new Runtime(core, module, MachineFactoryCompiler.compile(module));
+                runtime = new Runtime(core, digest, module, MachineFactoryCompiler.compile(module));
             } catch (IOException e) {
                 throw new UncheckedIOException(e);
             }
@@ -121,6 +133,10 @@ final class Engine {
     }
 
     /** The core module the kernel runs (for checking it against the component). */
+    static String componentSha256() {
+        return runtime().componentSha256();
+    }
+
     static byte[] coreModule() {
         return runtime().core().clone();
     }

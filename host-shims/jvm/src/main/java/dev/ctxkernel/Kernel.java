@@ -83,6 +83,11 @@ public final class Kernel {
         return store;
     }
 
+    /** The sha256 of the one component this host runs (as {@code sha256sum build/ctxkernel.wasm} prints it). */
+    public static String componentSha256() {
+        return Engine.componentSha256();
+    }
+
     /** The core module the kernel runs (for checking it against the component). */
     public static byte[] coreModule() {
         return Engine.coreModule();

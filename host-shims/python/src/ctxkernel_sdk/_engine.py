@@ -10,6 +10,7 @@ the boundary as one memory copy each way.
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import sys
 from functools import lru_cache
@@ -57,12 +58,32 @@ def core_module(component: bytes) -> bytes:
     raise ValueError("the component holds no core module")
 
 
+#: The sha256 of the one component this package ships (as `sha256sum build/ctxkernel.wasm` prints it).
+COMPONENT_SHA256: str = files("ctxkernel_sdk").joinpath("ctxkernel.wasm.sha256").read_text().split()[0]
+
+
+def packaged_component() -> tuple[bytes, str]:
+    """The component this package ships and its sha256, checked against the
+    digest written beside it when the package was built: a truncated or
+    swapped file fails here rather than as a trap in some later call."""
+    component = files("ctxkernel_sdk").joinpath("ctxkernel.wasm").read_bytes()
+    digest = hashlib.sha256(component).hexdigest()
+    if digest != COMPONENT_SHA256:
+        raise RuntimeError(f"the packaged ctxkernel.wasm has sha256 {digest}, but the package was built with {COMPONENT_SHA256}: reinstall ctxkernel-sdk")
+    return component, digest
+
+
 @lru_cache(maxsize=None)
-def runtime(path: Optional[str]) -> tuple[Engine, Module]:
-    """The engine and the compiled core module of a component file (None: the packaged one), once per process."""
+def runtime(path: Optional[str]) -> tuple[Engine, Module, str]:
+    """The engine, the compiled core module and the sha256 of a component file
+    (None: the packaged one), once per process."""
+    if path:
+        component = open(path, "rb").read()
+        digest = hashlib.sha256(component).hexdigest()
+    else:
+        component, digest = packaged_component()
     engine = Engine()
-    component = open(path, "rb").read() if path else files("ctxkernel").joinpath("ctxkernel.wasm").read_bytes()
-    return engine, Module(engine, core_module(component))
+    return engine, Module(engine, core_module(component)), digest
 
 
 def _i32(value: int) -> int:

@@ -1,13 +1,16 @@
 """ctxkernel for Python: the one Context/Memory Kernel component, run by wasmtime.
 
-    from ctxkernel import Kernel, SqliteStore
+    pip install ctxkernel-sdk
+
+    from ctxkernel_sdk import Kernel, SqliteStore
     kernel = Kernel(SqliteStore("agent.sqlite"))
     plan = kernel.plan_context({...})
 
 Typed envelopes (TypedDicts generated from the kernel's JSON Schemas) are in
-`ctxkernel.envelopes`.
+`ctxkernel_sdk.envelopes`.
 """
 
+from ._engine import COMPONENT_SHA256
 from ._errors import KernelError
 from ._kernel import COMMANDS, Kernel
 from ._provider import ProviderCancelled, ProviderOutcomeUnknown
@@ -15,6 +18,7 @@ from ._stores import Entry, MemoryStore, SqliteStore, Store, StoreConflict, Stor
 
 __all__ = [
     "COMMANDS",
+    "COMPONENT_SHA256",
     "Entry",
     "Kernel",
     "KernelError",

@@ -66,11 +66,12 @@ class Kernel:
     """One kernel instance over one store.
 
     `max_memory_bytes` bounds the instance's linear memory: a call that needs
-    more traps, and is rolled back like any trap."""
+    more traps, and is rolled back like any trap. `component_sha256` names
+    the component it runs (the packaged one unless `component` is a path)."""
 
     def __init__(self, store: Optional[Store] = None, *, component: Optional[str] = None, max_memory_bytes: Optional[int] = None) -> None:
         self.store: Store = store if store is not None else MemoryStore()
-        self._engine, self._module = runtime(component)
+        self._engine, self._module, self.component_sha256 = runtime(component)
         self._max_memory = max_memory_bytes
         self._instance: Optional[Instance] = None
 

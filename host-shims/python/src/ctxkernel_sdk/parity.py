@@ -2,7 +2,7 @@
 per fixture, a transcript of every step and a canonical dump of the final
 store — the same bytes every host's runner writes.
 
-Usage: python -m ctxkernel.parity --out DIR FIXTURE.json...
+Usage: python -m ctxkernel_sdk.parity --out DIR FIXTURE.json...
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ iterations, at least three), then
 ITERATIONS timed calls of COMMAND with the request in FILE.
 Prints {"p50Ms": ..., "p95Ms": ...}.
 
-Usage: python -m ctxkernel.bench COMMAND FILE ITERATIONS
+Usage: python -m ctxkernel_sdk.bench COMMAND FILE ITERATIONS
 """
 
 import json
