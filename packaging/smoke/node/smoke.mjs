@@ -1,15 +1,5 @@
 // The scenario through the installed tarball, from an ES module: `node smoke.mjs SCENARIO OUT STORE`.
-import { readFileSync, writeFileSync } from 'node:fs';
-import { COMPONENT_SHA256, Kernel, SqliteStore } from 'ctxkernel';
+import * as ctxkernel from 'ctxkernel';
+import { replay } from './replay.mjs';
 
-const [scenario, out, store] = process.argv.slice(2);
-const kernel = new Kernel(await SqliteStore.open(store));
-const lines = [COMPONENT_SHA256];
-let previous = '';
-for (const step of JSON.parse(readFileSync(scenario, 'utf8')).steps) {
-  let request = step.request;
-  if (step.command === 'decide-memory') request = { ...request, memoryId: JSON.parse(previous).receipts[0].memory.memoryId };
-  previous = kernel.call(step.command, JSON.stringify(request));
-  lines.push(previous);
-}
-writeFileSync(out, lines.join('\n') + '\n');
+await replay(ctxkernel, process.argv.slice(2));
