@@ -82,14 +82,17 @@ python: component
 	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
 	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
 
-# JVM: the component's core module run by Chicory's compiler. jco extracted the
-# same module independently; its digest lets the JVM tests check they run it.
+# JVM: the component's core module compiled to JVM bytecode by Chicory's
+# build-time compiler, into the jar. The module is the one jco took out of the
+# component; the jar carries its digest, and the host checks at load time that
+# the packaged component holds that very module.
 JVM := host-shims/jvm
 MVN := mvn -q -B --no-transfer-progress
 jvm: component node
-	sha256sum $(NODE)/gen/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
+	cp $(NODE)/gen/ctxkernel.core.wasm build/ctxkernel.core.wasm
+	sha256sum build/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
 	@mkdir -p $(JVM)/src/main/resources
-	cp $(COMPONENT) $(COMPONENT).sha256 $(JVM)/src/main/resources/
+	cp $(COMPONENT) $(COMPONENT).sha256 build/ctxkernel.core.sha256 $(JVM)/src/main/resources/
 	cd $(JVM) && $(MVN) -DskipTests install && $(MVN) dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
 
 # Release artifacts, all of one version (VERSION; `packaging/version.py`), each

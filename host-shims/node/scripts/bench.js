@@ -4,11 +4,25 @@
 // ITERATIONS timed calls of COMMAND with the request in FILE.
 // Prints {"p50Ms": …, "p95Ms": …}.
 //
+// With `cold`, the cold start instead: a new kernel answers `info` (the
+// request in INFO), then `plan-context` (PLAN), and the name of each
+// command is printed as soon as it is answered, for the caller to time from
+// the process start.
+//
 // Usage: node scripts/bench.js COMMAND FILE ITERATIONS
+//        node scripts/bench.js cold INFO PLAN
 import { readFileSync } from 'node:fs';
 import { Kernel, MemoryStore } from '../src/index.js';
 
 const [command, file, iterations] = process.argv.slice(2);
+if (command === 'cold') {
+  const kernel = new Kernel(new MemoryStore());
+  for (const [name, path] of [['info', file], ['plan-context', iterations]]) {
+    kernel.call(name, readFileSync(path, 'utf8'));
+    process.stdout.write(`${name}\n`);
+  }
+  process.exit(0);
+}
 const request = readFileSync(file, 'utf8');
 const kernel = new Kernel(new MemoryStore());
 for (let i = 0; i < Math.max(3, Number(iterations) / 5); i++) kernel.call(command, request);

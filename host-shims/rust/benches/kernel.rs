@@ -367,6 +367,92 @@ fn hosts_section(runtime: &ctxkernel_host::Runtime) -> String {
     out
 }
 
+/// Seconds from the process start until `info` and then `plan-context` are
+/// answered, for one run of a host's cold-start program (its bench script's
+/// `cold` mode, which prints each command's name once it is answered).
+fn cold_run(program: &str, args: &[&str], cache: &std::path::Path) -> [f64; 2] {
+    use std::io::BufRead;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let start = Instant::now();
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .current_dir(&root)
+        .env("CTXKERNEL_CACHE_DIR", cache)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut at = [0.0; 2];
+    for (seen, command) in at.iter_mut().zip(["info", "plan-context"]) {
+        assert_eq!(lines.next().and_then(Result::ok).as_deref(), Some(command), "{program} did not answer {command}");
+        *seen = start.elapsed().as_secs_f64();
+    }
+    assert!(child.wait().unwrap().success(), "{program} failed");
+    at
+}
+
+/// The same for `ctxk`, one process per command, each timed to its exit.
+fn cold_run_ctxk(info: &std::path::Path, plan: &std::path::Path, store: &std::path::Path, cache: &std::path::Path) -> [f64; 2] {
+    let run = |command: &str, request: &std::path::Path| {
+        let start = Instant::now();
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_ctxk"))
+            .args(["--store", &store.display().to_string(), "call", command, &request.display().to_string()])
+            .env("CTXKERNEL_CACHE_DIR", cache)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "ctxk call {command} failed");
+        start.elapsed().as_secs_f64()
+    };
+    [run("info", info), run("plan-context", plan)]
+}
+
+fn coldstart_section() -> String {
+    let dir = std::env::temp_dir().join(format!("ctxk-bench-cold-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (info, plan) = (dir.join("info.json"), dir.join("plan-1k.json"));
+    std::fs::write(&info, r#"{"schemaVersion":1}"#).unwrap();
+    std::fs::write(&plan, plan_request(Some(&session_items(1_000)), 32_768)).unwrap();
+    let (info_arg, plan_arg) = (info.display().to_string(), plan.display().to_string());
+    let classpath = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../jvm/target/classpath.txt")).unwrap_or_default();
+    let java_classpath = format!("host-shims/jvm/target/classes:{}", classpath.trim());
+    let hosts: [(&str, &str, Vec<&str>, f64); 3] = [
+        ("Node (jco)", "node", vec!["host-shims/node/scripts/bench.js", "cold", &info_arg, &plan_arg], 0.15),
+        ("Python (wasmtime-py)", "build/py/bin/python", vec!["-m", "ctxkernel_sdk.bench", "cold", &info_arg, &plan_arg], 0.5),
+        ("JVM (Chicory, compiled at build time)", "java", vec!["-cp", &java_classpath, "dev.ctxkernel.Bench", "cold", &info_arg, &plan_arg], 2.0),
+    ];
+    const RUNS: usize = 7;
+    let s = |x: f64| format!("{x:.3} s");
+    let mut out = format!(
+        "Process start → `info` answered, and → a first `plan-context` of 1 000 inline items ({:.0} KiB) under a 32k \
+         window, in a new process each run: the first run with an empty cache of compiled components (Rust and Python; \
+         the JVM's classes are compiled when its jar is built, and Node compiles as it goes), then {RUNS} runs (median \
+         and slowest). Node, Python and the JVM run their bench script's `cold` mode on an \
+         in-memory store; Rust is `ctxk call` on a new SQLite store, one process per command.\n\n\
+         | host | first run → info | → info p50 | max | → plan p50 | max | goal (→ plan) |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+        std::fs::metadata(&plan).unwrap().len() as f64 / 1024.0
+    );
+    let mut row = |name: &str, goal: f64, run: &mut dyn FnMut(usize, &std::path::Path) -> [f64; 2]| {
+        let cache = dir.join(format!("cache-{}", name.split(' ').next().unwrap()));
+        let first = run(0, &cache);
+        let warm: Vec<[f64; 2]> = (1..=RUNS).map(|k| run(k, &cache)).collect();
+        let stats = |i: usize| {
+            let mut times: Vec<f64> = warm.iter().map(|t| t[i]).collect();
+            times.sort_by(f64::total_cmp);
+            (times[times.len() / 2], times[times.len() - 1])
+        };
+        let ((info50, info_max), (plan50, plan_max)) = (stats(0), stats(1));
+        out.push_str(&format!("| {name} | {} | {} | {} | {} | {} | ≤ {goal} s |\n", s(first[0]), s(info50), s(info_max), s(plan50), s(plan_max)));
+    };
+    row("Rust (ctxk)", 0.1, &mut |k, cache| cold_run_ctxk(&info, &plan, &dir.join(format!("rust-{k}.sqlite")), cache));
+    for (name, program, args, goal) in &hosts {
+        row(name, *goal, &mut |_, cache| cold_run(program, args, cache));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
 /// A transcript of about `n` messages in `format`: user turns, answers,
 /// parallel calls and their results, the same conversation in each format.
 fn transcript(format: &str, n: usize) -> Value {
@@ -590,6 +676,7 @@ fn main() {
         ("planner", &|| planner_section(&runtime)),
         ("compaction", &|| compaction_section(&runtime)),
         ("hosts", &|| hosts_section(&runtime)),
+        ("coldstart", &coldstart_section),
         ("transcripts", &|| transcripts_section(&runtime)),
         ("rendering", &|| rendering_section(&runtime)),
     ]);

@@ -1,8 +1,11 @@
 //! Loading the component and crossing into it: wasmtime compiles the one
-//! artifact once per `Runtime`, and each instance gets the store port as its
+//! artifact once per `Runtime` (or loads it from the cache of compiled
+//! components, `compiled`), and each instance gets the store port as its
 //! import and nothing else of note.
 
+use crate::compiled;
 use crate::stores::HostStore;
+use sha2::Digest;
 use bindings::ctxkernel::kernel::store::{Entry, PutError};
 use bindings::ctxkernel::kernel::{store as port, types};
 use wasmtime::component::{Component, HasSelf, Linker, ResourceTable};
@@ -101,7 +104,9 @@ impl Runtime {
         let mut config = Config::new();
         config.consume_fuel(limits.fuel_per_call.is_some());
         let engine = Engine::new(&config)?;
-        let component = Component::new(&engine, bytes)?;
+        // The embedded component's digest is known from the build.
+        let digest = if bytes == COMPONENT { COMPONENT_SHA256.to_owned() } else { format!("{:x}", sha2::Sha256::digest(bytes)) };
+        let component = compiled::load(&engine, bytes, &digest, compiled::cache_dir().as_deref())?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         bindings::Ctxkernel::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)?;

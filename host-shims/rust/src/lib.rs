@@ -13,6 +13,7 @@
 //! discards the instance; the next call gets a fresh one over the same store.
 //! A command that only reads takes no write lock.
 
+mod compiled;
 mod engine;
 mod errors;
 mod kernel;

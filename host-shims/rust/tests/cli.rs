@@ -367,3 +367,44 @@ fn a_provider_transcript_imports_and_renders_its_body_verbatim() {
     assert_eq!(parsed["system"], "Be terse.");
     assert_eq!(parsed["messages"][1]["content"][0]["type"], "tool_use");
 }
+
+#[test]
+fn processes_starting_together_share_one_whole_compiled_component() {
+    let dir = temp("compiled-cache");
+    let cache = dir.join("cache");
+    let children: Vec<_> = (0..3)
+        .map(|k| {
+            Command::new(env!("CARGO_BIN_EXE_ctxk"))
+                .arg("--store")
+                .arg(dir.join(format!("store-{k}.sqlite")))
+                .args(["call", "info", "-"])
+                .env("CTXKERNEL_CACHE_DIR", &cache)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .map(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(br#"{"schemaVersion":1}"#).unwrap();
+            child
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && stdout(&out).contains("\"ctxkernel\""), "{}", stderr(&out));
+    }
+    let entries: Vec<String> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(entries.len(), 1, "one entry and no temporary file left: {entries:?}");
+    assert!(entries[0].starts_with(ctxkernel_host::COMPONENT_SHA256), "{entries:?}");
+    // The entry the race left is whole: the next process loads it and says nothing about it.
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxk"))
+        .arg("--store")
+        .arg(dir.join("store-0.sqlite"))
+        .arg("info")
+        .env("CTXKERNEL_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert!(out.status.success() && stderr(&out).is_empty(), "{}", stderr(&out));
+}

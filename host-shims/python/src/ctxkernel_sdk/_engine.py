@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Protocol, Union
 
 from wasmtime import Caller, Engine, Linker, Module, Store as WasmStore
 
+from . import _compiled as compiled
 from ._errors import ERROR_CODES
 from ._stores import Entry, StoreConflict, StoreError
 
@@ -83,7 +84,7 @@ def runtime(path: Optional[str]) -> tuple[Engine, Module, str]:
     else:
         component, digest = packaged_component()
     engine = Engine()
-    return engine, Module(engine, core_module(component)), digest
+    return engine, compiled.load(engine, core_module(component), digest), digest
 
 
 def _i32(value: int) -> int:

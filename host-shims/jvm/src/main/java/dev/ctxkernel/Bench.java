@@ -11,12 +11,27 @@ import java.util.Arrays;
  * ITERATIONS timed calls of COMMAND with the request in FILE.
  * Prints {"p50Ms": …, "p95Ms": …}.
  *
- * <p>Usage: {@code java dev.ctxkernel.Bench COMMAND FILE ITERATIONS}
+ * <p>With {@code cold}, the cold start instead: a new kernel answers
+ * {@code info} (the request in INFO), then {@code plan-context} (PLAN), and
+ * the name of each command is printed as soon as it is answered, for the
+ * caller to time from the process start.
+ *
+ * <p>Usage: {@code java dev.ctxkernel.Bench COMMAND FILE ITERATIONS}, or
+ * {@code java dev.ctxkernel.Bench cold INFO PLAN}
  */
 public final class Bench {
     private Bench() {}
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("cold")) {
+            Kernel kernel = new Kernel(new MemoryStore());
+            for (String[] call : new String[][] {{"info", args[1]}, {"plan-context", args[2]}}) {
+                kernel.call(call[0], Files.readString(Path.of(call[1])));
+                System.out.println(call[0]);
+                System.out.flush();
+            }
+            return;
+        }
         String command = args[0];
         String request = Files.readString(Path.of(args[1]));
         int iterations = Integer.parseInt(args[2]);

@@ -1,10 +1,9 @@
 package dev.ctxkernel;
 
-import com.dylibso.chicory.compiler.MachineFactoryCompiler;
 import com.dylibso.chicory.runtime.ByteArrayMemory;
 import com.dylibso.chicory.runtime.Instance;
 import com.dylibso.chicory.runtime.Machine;
-import com.dylibso.chicory.wasm.Parser;
+import dev.ctxkernel.compiled.KernelModule;
 import com.dylibso.chicory.wasm.WasmModule;
 import com.dylibso.chicory.wasm.types.MemoryLimits;
 import java.io.IOException;
@@ -21,8 +20,8 @@ import javax.management.ObjectName;
 
 /**
  * Loading the component and crossing into it: the component's core module
- * ({@link ComponentBinary}), compiled to JVM bytecode by Chicory once per
- * process, and one instance of it over a store, with the store port as its
+ * ({@link ComponentBinary}), compiled to JVM bytecode by Chicory when the
+ * jar is built, and one instance of it over a store, with the store port as its
  * imports ({@link Imports}) and its calls lowered by {@link CanonicalAbi}.
  */
 final class Engine {
@@ -52,32 +51,49 @@ final class Engine {
     }
 
     /**
-     * The core module this host runs, taken from the packaged component; parsed and compiled once.
-     * The component is checked against the digest packaged beside it, so a truncated or swapped
-     * resource fails here rather than as a trap in some later call.
+     * The core module this host runs, compiled to JVM bytecode when the jar
+     * was built ({@code KernelModule}, from the Chicory build-time compiler),
+     * so no Wasm is compiled at run time. The packaged component is checked
+     * against the digest packaged beside it, and its core module against the
+     * one those classes were compiled from: a truncated or swapped resource,
+     * or classes from another build, fail here rather than as a trap in some
+     * later call.
      */
     private static synchronized Runtime runtime() {
         if (runtime == null) {
-            try (InputStream in = Engine.class.getResourceAsStream("/ctxkernel.wasm");
-                    InputStream digestIn = Engine.class.getResourceAsStream("/ctxkernel.wasm.sha256")) {
-                if (in == null || digestIn == null) {
-                    throw new IllegalStateException("ctxkernel.wasm and ctxkernel.wasm.sha256 are not both on the classpath (run `make jvm`)");
-                }
-                byte[] component = ComponentBinary.readAll(in);
-                String shipped = new String(ComponentBinary.readAll(digestIn), StandardCharsets.US_ASCII).trim().split("\\s+")[0];
-                String digest = ComponentBinary.sha256(component);
-                if (!digest.equals(shipped)) {
-                    throw new IllegalStateException("the packaged ctxkernel.wasm has sha256 " + digest + ", but the jar was built with " + shipped);
-                }
-                byte[] core = ComponentBinary.coreModule(component);
-                WasmModule module = Parser.parse(core);
-                keepOptimizingCompilerOff();
-                runtime = new Runtime(core, digest, module, MachineFactoryCompiler.compile(module));
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
+            byte[] component = resource("ctxkernel.wasm");
+            String digest = ComponentBinary.sha256(component);
+            String shipped = digestIn(resource("ctxkernel.wasm.sha256"));
+            if (!digest.equals(shipped)) {
+                throw new IllegalStateException("the packaged ctxkernel.wasm has sha256 " + digest + ", but the jar was built with " + shipped);
             }
+            byte[] core = ComponentBinary.coreModule(component);
+            String coreDigest = ComponentBinary.sha256(core);
+            String compiledFrom = digestIn(resource("ctxkernel.core.sha256"));
+            if (!coreDigest.equals(compiledFrom)) {
+                throw new IllegalStateException("the packaged component's core module has sha256 " + coreDigest
+                        + ", but the jar's compiled classes were built from " + compiledFrom);
+            }
+            keepOptimizingCompilerOff();
+            runtime = new Runtime(core, digest, KernelModule.load(), KernelModule::create);
         }
         return runtime;
+    }
+
+    private static byte[] resource(String name) {
+        try (InputStream in = Engine.class.getResourceAsStream("/" + name)) {
+            if (in == null) {
+                throw new IllegalStateException(name + " is not on the classpath (run `make jvm`)");
+            }
+            return ComponentBinary.readAll(in);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** The digest in a file as sha256sum writes it (the digest, then the file's name, if any). */
+    private static String digestIn(byte[] file) {
+        return new String(file, StandardCharsets.US_ASCII).trim().split("\\s+")[0];
     }
 
     /** Opts back in to HotSpot's optimizing compiler for the module (see {@link #keepOptimizingCompilerOff}). */
@@ -91,8 +107,7 @@ final class Engine {
      * in about one run of three, a trap after heavy warm-up); never with C1
      * alone, never on JDK 25. C1 still compiles those methods (a 10k-item
      * plan takes about 1.55 times as long at p50, 1.3 at p95). The means is a
-     * compiler directive for the classes Chicory generates (every module
-     * Chicory compiles in this JVM, the kernel's among them), added through
+     * compiler directive for the kernel's compiled classes, added through
      * HotSpot's DiagnosticCommand MBean; a JVM without it is left as it is,
      * with a warning. {@code -Dctxkernel.jvm.c2=true} opts back in.
      */
@@ -101,7 +116,7 @@ final class Engine {
             return;
         }
         try {
-            CompilerDirectives.excludeFromC2("com/dylibso/chicory/$gen/*.*");
+            CompilerDirectives.excludeFromC2("dev/ctxkernel/compiled/*.*");
         } catch (IOException | RuntimeException | LinkageError e) {
             // LinkageError: a runtime without java.management fails on first
             // use of the nested class, not while this one is verified.

@@ -61,8 +61,9 @@ class HugeMethodTest {
             assertNotNull(in, "ctxkernel.wasm is not on the classpath (run `make jvm`)");
             module = Parser.parse(ComponentBinary.coreModule(ComponentBinary.readAll(in)));
         }
-        // The compiler as MachineFactoryCompiler.compile runs it for the host, default
-        // options; the collector only decides where the bytes go. Its result also
+        // The compiler as the jar's build runs it (chicory-compiler-maven-plugin, whose
+        // build fails where a function would fall back to the interpreter); the
+        // collector only decides where the bytes go. Its result also
         // names the functions left to Chicory's interpreter (their method would pass
         // the JVM's 64 KiB limit): their func_N is only a stub that calls it.
         CompilerResult compiled = Compiler.builder(module).withClassCollectorFactory(ByteClassCollector::new).build().compile();

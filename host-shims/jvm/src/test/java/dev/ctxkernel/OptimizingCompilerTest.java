@@ -24,7 +24,7 @@ import org.junit.jupiter.api.Test;
  */
 class OptimizingCompilerTest {
     /** A {@code -XX:+PrintCompilation} line for one of Chicory's generated methods: its tier. */
-    private static final Pattern GENERATED = Pattern.compile("^\\s*\\d+\\s+\\d+\\s+[%sbn! ]*([0-4])\\s+com\\.dylibso\\.chicory\\.\\$gen\\.");
+    private static final Pattern GENERATED = Pattern.compile("^\\s*\\d+\\s+\\d+\\s+[%sbn! ]*([0-4])\\s+dev\\.ctxkernel\\.compiled\\.");
 
     @Test
     void theKernelsMethodsNeverReachTheOptimizingCompilerUnlessAskedTo() throws Exception {
