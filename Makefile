@@ -91,8 +91,10 @@ MVN := mvn -q -B --no-transfer-progress
 jvm: component node
 	cp $(NODE)/gen/ctxkernel.core.wasm build/ctxkernel.core.wasm
 	sha256sum build/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
-	@mkdir -p $(JVM)/src/main/resources
-	cp $(COMPONENT) $(COMPONENT).sha256 build/ctxkernel.core.sha256 $(JVM)/src/main/resources/
+	@mkdir -p $(JVM)/src/main/resources/dev/ctxkernel/compiled
+	cp $(COMPONENT) $(COMPONENT).sha256 $(JVM)/src/main/resources/
+	@# Beside the compiled classes, so a jar brings the digest of its own classes.
+	cp build/ctxkernel.core.sha256 $(JVM)/src/main/resources/dev/ctxkernel/compiled/KernelModule.core.sha256
 	cd $(JVM) && $(MVN) -DskipTests install && $(MVN) dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
 
 # Release artifacts, all of one version (VERSION; `packaging/version.py`), each

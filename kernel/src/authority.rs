@@ -119,8 +119,21 @@ pub fn check(
             _ => Err(denied(act, kind, "rules only activate, reinforce, expire, archive and delete")),
         },
         AuthorityKind::UserExplicit => {
+            // A deletion on the user's behalf is the one grounding a host
+            // cannot guess from the request: name what it takes.
+            let forget = matches!(grounding, Grounding::Forget);
+            let refuse = |why: &str| {
+                let error = denied(act, kind, why);
+                if !forget {
+                    return error;
+                }
+                let mut detail = error.detail.clone();
+                detail["missing"] = json!("the user's latest message asking to forget");
+                detail["accepted"] = json!(FORGET_WORDS.iter().chain(FORGET_WORDS_CJK).collect::<Vec<_>>());
+                error.with_detail(detail)
+            };
             let Some(message) = message else {
-                return Err(denied(act, kind, "the session has no message from the user to ground it"));
+                return Err(refuse("the session has no message from the user to ground it"));
             };
             // A negation outside what is grounded refuses it: "Deploy on
             // Fridays? No." and "Don't forget X" must not read as consent.
@@ -130,10 +143,17 @@ pub fn check(
                 Grounding::Refers(record) => {
                     (!negates(&message.text) && refers(&message.text, &record.memory_id, record.key.as_deref(), &record.content)).then_some(()).ok_or_else(not_said)
                 }
-                Grounding::Forget => (!negates(&message.text) && asks_to_forget(&message.text)).then_some(()).ok_or_else(not_said),
+                Grounding::Forget if negates(&message.text) => {
+                    Err("the user's latest message holds a negation (\"don't forget …\" keeps it), so it does not ask to forget".to_string())
+                }
+                Grounding::Forget => asks_to_forget(&message.text).then_some(()).ok_or_else(|| {
+                    "a deletion on the user's behalf needs the user's latest message in the session to ask for it \
+                     (forget, delete, remove or erase), and it does not"
+                        .to_string()
+                }),
                 Grounding::Never => Err(not_said()),
             };
-            verdict.map_err(|why| denied(act, kind, &why))
+            verdict.map_err(|why| refuse(&why))
         }
     }
 }
@@ -686,11 +706,14 @@ fn refers(message: &str, memory_id: &str, key: Option<&str>, content: &str) -> b
     content.len() >= 2 && present >= 2 && present * 3 >= content.len() * 2
 }
 
+/// The words that ask to forget, as whole words; the CJK ones anywhere in the text.
+const FORGET_WORDS: &[&str] = &["forget", "delete", "remove", "erase"];
+const FORGET_WORDS_CJK: &[&str] = &["忘记", "删除", "忘掉"];
+
 fn asks_to_forget(message: &str) -> bool {
     static ASKS: OnceLock<Vec<String>> = OnceLock::new();
-    let asks = ASKS.get_or_init(|| ["forget", "delete", "remove", "erase"].iter().flat_map(|w| words(w)).collect());
-    words(message).iter().any(|w| asks.contains(w))
-        || ["忘记", "删除", "忘掉"].iter().any(|w| message.contains(w))
+    let asks = ASKS.get_or_init(|| FORGET_WORDS.iter().flat_map(|w| words(w)).collect());
+    words(message).iter().any(|w| asks.contains(w)) || FORGET_WORDS_CJK.iter().any(|w| message.contains(w))
 }
 
 #[cfg(test)]

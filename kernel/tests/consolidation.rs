@@ -133,3 +133,40 @@ fn the_provider_path_is_sans_io_and_degrades_to_the_rules() {
     assert_eq!(cancelled["status"], "aborted");
     assert!(cancelled["receipts"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn a_wrong_extraction_answer_is_refused_naming_what_was_wrong_and_where() {
+    let mut store = session();
+    let asked = consolidate(&mut store, json!({"strategy": "provider", "provider": {"model": "extractor", "maxTokens": 500}})).unwrap();
+    let id = asked["operationId"].clone();
+    let before = store.entries.clone();
+    let usage = json!({"inputTokens": 10, "outputTokens": 5});
+    let mut refuse = |text: String| {
+        let err = answer(&mut store, &id, json!({"outcome": "success", "text": text, "usage": usage})).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+        (err.message, err.detail)
+    };
+    // What serde found, where, and the shape that was asked for.
+    let (message, detail) = refuse(json!({"memories": [{"seq": 1, "category": "fact"}]}).to_string());
+    assert!(message.contains("missing field `content`") && message.contains(r#"{"memories": [{"seq""#), "{message}");
+    assert_eq!((detail["field"].as_str(), detail["line"].as_u64()), (Some("response.text"), Some(1)));
+    let (message, _) = refuse(json!({"memory": []}).to_string());
+    assert!(message.contains("unknown field `memory`"), "{message}");
+    let (message, detail) = refuse("Sure! Here you go".into());
+    assert!(message.contains("expected value at line 1 column 1") && detail["column"] == 1, "{message}");
+    let (message, _) = refuse(format!("```json\n{}\n```", json!({"memories": []})));
+    assert!(message.contains("Markdown code fence"), "{message}");
+    // Each item is named by its place in the answer.
+    let (message, detail) = refuse(json!({"memories": [{"seq": 1, "category": "fact", "content": "a"}, {"seq": 1, "category": "opinion", "content": "b"}]}).to_string());
+    assert!(message.contains("memories[1]") && message.contains("`opinion`") && message.contains("fact, preference or instruction"), "{message}");
+    assert_eq!(detail["field"], "response.text: memories[1].category");
+    let (message, detail) = refuse(json!({"memories": [{"seq": 2, "category": "fact", "content": "deploy on Fridays"}]}).to_string());
+    assert!(message.contains("memories[0] cites event 2, which is not a user message after event 0"), "{message}");
+    assert_eq!((detail["seq"].as_u64(), detail["afterSeq"].as_u64()), (Some(2), Some(0)));
+    // The answer's own words pass the secret check before they are echoed.
+    let (message, _) = refuse(r#"{"memories": [{"seq": "password: Tr0ub4dor&3xx-and-more", "category": "fact", "content": "x"}]}"#.into());
+    assert!(!message.contains("Tr0ub4dor"), "{message}");
+    assert_eq!(store.entries, before, "nothing written, and the operation still waits for an answer");
+    let good = json!({"memories": [{"seq": 1, "category": "fact", "content": "The staging cluster runs in Frankfurt"}]}).to_string();
+    assert_eq!(answer(&mut store, &id, json!({"outcome": "success", "text": good, "usage": usage})).unwrap()["status"], "proposed");
+}

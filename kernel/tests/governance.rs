@@ -612,6 +612,17 @@ fn f06_a_users_deletion_names_what_it_forgets() {
     let err = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "u", "scope": "agent",
         "scopeId": "a", "selector": {"key": "release.day"}, "authority": {"kind": "user-explicit", "sessionId": "s"}, "fence": 1})).unwrap_err();
     assert_eq!(err.code, ErrorCode::ScopeDenied, "don't forget is not forget");
+    assert!(err.message.contains("negation"), "{}", err.message);
+    assert_eq!(err.detail["missing"], "the user's latest message asking to forget");
+    // A deletion on the user's behalf whose message never asks for it says what it needs.
+    let mut store = user_session(&["The staging note is out of date."]);
+    let err = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r1", "subject": "u", "scope": "agent",
+        "scopeId": "a", "selector": {"key": "release.day"}, "authority": {"kind": "user-explicit", "sessionId": "s"}, "fence": 1})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ScopeDenied);
+    assert!(err.message.contains("needs the user's latest message in the session to ask for it (forget, delete, remove or erase)"), "{}", err.message);
+    assert_eq!(err.detail["missing"], "the user's latest message asking to forget");
+    assert_eq!(err.detail["accepted"], json!(["forget", "delete", "remove", "erase", "忘记", "删除", "忘掉"]));
+    assert_eq!((err.detail["action"].as_str(), err.detail["authority"].as_str()), (Some("delete"), Some("user-explicit")));
 }
 
 #[test]

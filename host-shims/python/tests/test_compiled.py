@@ -4,8 +4,11 @@ instead of compiling, anything else is compiled again and replaced."""
 import hashlib
 import logging
 import os
+import platform
 import subprocess
 import sys
+
+from importlib.metadata import version
 
 import pytest
 from wasmtime import Engine
@@ -106,13 +109,50 @@ def test_a_cache_that_cannot_be_written_costs_only_the_compile(tmp_path, monkeyp
     with caplog.at_level(logging.WARNING, logger="ctxkernel_sdk"):
         engine = Engine()
         module = compiled.load(engine, CORE, COMPONENT_SHA256)
-    assert "cannot write" in caplog.text
+    assert "cannot use the compiled-module cache" in caplog.text
     assert plan_with(engine, module)
 
 
 def test_an_entry_is_named_by_the_component_the_wasmtime_and_the_machine():
     name = compiled.entry_name(COMPONENT_SHA256)
-    assert name.startswith(COMPONENT_SHA256 + "-wasmtime-py-") and compiled.entry_name("0" * 64) != name
+    assert name == f"{COMPONENT_SHA256}-wasmtime-py-{version('wasmtime')}-{sys.platform}-{platform.machine()}-64.bin"
+    assert compiled.entry_name("0" * 64) != name
+
+
+def test_without_the_wasmtime_version_nothing_is_cached(cache, monkeypatch):
+    def unknown(name):
+        raise compiled.PackageNotFoundError(name)
+
+    monkeypatch.setattr(compiled, "version", unknown)
+    engine = Engine()
+    assert plan_with(engine, compiled.load(engine, CORE, COMPONENT_SHA256))
+    assert not cache.parent.exists()
+
+
+def test_a_cache_others_may_write_to_is_not_used(cache, caplog, monkeypatch):
+    compiled.load(Engine(), CORE, COMPONENT_SHA256)
+    cache.parent.chmod(0o777)
+    with caplog.at_level(logging.WARNING, logger="ctxkernel_sdk"):
+        forged = cache.read_bytes()
+        engine = Engine()
+        module = compiled.load(engine, CORE, COMPONENT_SHA256)
+    assert "others may write to it" in caplog.text
+    assert plan_with(engine, module) and cache.read_bytes() == forged
+    # Nor one that belongs to someone else.
+    monkeypatch.setattr(compiled.os, "geteuid", lambda: os.getuid() + 1)
+    cache.parent.chmod(0o700)
+    forbid_compiling(monkeypatch)
+    with pytest.raises(AssertionError, match="compiled although"):
+        compiled.load(Engine(), CORE, COMPONENT_SHA256)
+
+
+def test_a_write_that_fails_after_its_temporary_file_leaves_nothing_behind(cache, caplog):
+    (cache / "in-the-way").mkdir(parents=True)  # a directory where the entry goes: the rename fails
+    with caplog.at_level(logging.WARNING, logger="ctxkernel_sdk"):
+        engine = Engine()
+        module = compiled.load(engine, CORE, COMPONENT_SHA256)
+    assert "cannot write" in caplog.text and plan_with(engine, module)
+    assert [p.name for p in cache.parent.iterdir()] == [cache.name]
 
 
 def test_processes_starting_together_share_one_whole_entry(tmp_path):

@@ -408,8 +408,9 @@ fn cold_run_ctxk(info: &std::path::Path, plan: &std::path::Path, store: &std::pa
 }
 
 fn coldstart_section() -> String {
-    let dir = std::env::temp_dir().join(format!("ctxk-bench-cold-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // A new private directory: the caches in it choose the code the hosts run.
+    let temporary = tempfile::tempdir().unwrap();
+    let dir = temporary.path().to_path_buf();
     let (info, plan) = (dir.join("info.json"), dir.join("plan-1k.json"));
     std::fs::write(&info, r#"{"schemaVersion":1}"#).unwrap();
     std::fs::write(&plan, plan_request(Some(&session_items(1_000)), 32_768)).unwrap();
@@ -449,7 +450,6 @@ fn coldstart_section() -> String {
     for (name, program, args, goal) in &hosts {
         row(name, *goal, &mut |_, cache| cold_run(program, args, cache));
     }
-    let _ = std::fs::remove_dir_all(&dir);
     out
 }
 

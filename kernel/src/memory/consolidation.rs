@@ -355,20 +355,38 @@ fn parse_answer(log: &SessionLog, after_seq: u64, text: &str) -> Result<Vec<Foun
         content: String,
         seq: u64,
     }
-    let answer: Answer = serde_json::from_str(text.trim())
-        .map_err(|_| KernelError::invalid("the provider answer is not the JSON the extraction request asked for"))?;
+    const SHAPE: &str = r#"{"memories": [{"seq": <the [n] of a user message>, "category": "fact" | "preference" | "instruction", "content": "..."}]}"#;
+    let answer: Answer = serde_json::from_str(text.trim()).map_err(|e| {
+        // serde names what was wrong and where; the answer's own words may
+        // appear in it, so it passes the secret check like any excerpt.
+        let hint = if text.trim_start().starts_with("```") { " (it is wrapped in a Markdown code fence)" } else { "" };
+        KernelError::invalid(format!(
+            "the provider answer is not the JSON the extraction request asked for{hint}: {}; expected {SHAPE}",
+            crate::secrets::excerpt(&e.to_string(), 200)
+        ))
+        .with_detail(json!({"field": "response.text", "line": e.line(), "column": e.column(), "expected": SHAPE}))
+    })?;
     let mut found = Vec::new();
-    for item in answer.memories {
+    for (i, item) in answer.memories.into_iter().enumerate() {
         let category = match item.category.as_str() {
             "fact" => "fact",
             "preference" => "preference",
             "instruction" => "instruction",
-            other => return Err(KernelError::invalid(format!("the provider answer has an unknown category `{other}`"))),
+            other => {
+                return Err(KernelError::invalid(format!(
+                    "the provider answer's memories[{i}] has the category `{}`; expected fact, preference or instruction",
+                    crate::secrets::excerpt(other, 80)
+                ))
+                .with_detail(json!({"field": format!("response.text: memories[{i}].category"), "expected": ["fact", "preference", "instruction"]})));
+            }
         };
         let cited = log.items.iter().any(|c| c.seq == Some(item.seq) && item.seq > after_seq && is_user_words(&c.item));
         if !cited {
-            return Err(KernelError::invalid(format!("the provider answer cites event {}, which is not a user message in the range", item.seq))
-                .with_detail(json!({"seq": item.seq})));
+            return Err(KernelError::invalid(format!(
+                "the provider answer's memories[{i}] cites event {}, which is not a user message after event {after_seq} in this session",
+                item.seq
+            ))
+            .with_detail(json!({"field": format!("response.text: memories[{i}].seq"), "seq": item.seq, "afterSeq": after_seq})));
         }
         found.push(Found { category, confidence: 0.6, content: item.content.trim().to_string(), seq: item.seq });
     }

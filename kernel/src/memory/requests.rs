@@ -171,7 +171,14 @@ contract! {
 /// under which request id, and behind which fence.
 pub struct DeleteRequest {
     pub authority: Authority,
-    /// A monotonic token: writes carrying an older fence cannot revive the memory.
+    /// The deletion's place in the host's order of deletions: a number it
+    /// raises with each deletion it orders (a counter, a log position,
+    /// milliseconds; any that never goes back). The tombstone keeps it. A
+    /// later request to delete the same memory behind an older fence is a
+    /// `conflict`, so deletions that arrive out of order (from a replica, a
+    /// retried queue) never overwrite a newer tombstone; the same `requestId`
+    /// again returns its first receipt whatever the fence. 0 is a valid first
+    /// fence.
     pub fence: u64,
     pub now: Timestamp,
     /// Replicas and caches outside this store that must also forget; their
@@ -224,6 +231,7 @@ pub struct Tombstone {
     /// The deletion it belongs to; purge waits until that one is complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_id: Option<String>,
+    /// The `fence` of the deletion that wrote it; a deletion behind it is refused.
     pub fence: u64,
     pub memory_id: String,
     pub purged: bool,

@@ -79,6 +79,7 @@ impl<'p> Budget<'p> {
 
     /// Holds each partition's minimum while it has candidates (the reserve's
     /// is headroom); with too little left for all, later partitions give way.
+    #[inline(never)]
     pub(super) fn hold_minimums(&mut self) {
         for p in PARTITIONS {
             let i = p as usize;
@@ -212,7 +213,10 @@ fn cost_of(members: impl Iterator<Item = usize>, entries: &[Entry]) -> [u64; 7] 
 }
 
 /// The `context-over-budget` refusal: what the must-keep set needs, per
-/// partition, and its largest items.
+/// partition, and its largest items. Out of line: the plan keeps to
+/// HotSpot's JIT limit on the JVM host (`HugeMethodTest`).
+#[cold]
+#[inline(never)]
 pub(super) fn over_budget(budget: &Budget, candidates: &[Candidate], entries: &[Entry]) -> KernelError {
     let (input, must_total) = (budget.input, budget.must_total());
     let partitions: Vec<_> = PARTITIONS

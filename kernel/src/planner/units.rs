@@ -100,6 +100,7 @@ pub(super) fn group_units(candidates: &[Candidate], entries: &mut [Entry]) -> Ve
 
 /// Expiry and sinks drop a whole unit: the offending item for its reason,
 /// the rest of the unit as `pair-dropped`.
+#[inline(never)]
 pub(super) fn drop_offending_units(units: &[Unit], entries: &mut [Entry]) {
     for unit in units {
         let Some((culprit, reason)) = unit.members().find_map(|i| entries[i].offence.map(|r| (i, r))) else {

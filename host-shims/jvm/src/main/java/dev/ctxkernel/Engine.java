@@ -69,7 +69,7 @@ final class Engine {
             }
             byte[] core = ComponentBinary.coreModule(component);
             String coreDigest = ComponentBinary.sha256(core);
-            String compiledFrom = digestIn(resource("ctxkernel.core.sha256"));
+            String compiledFrom = digestIn(resource("dev/ctxkernel/compiled/KernelModule.core.sha256"));
             if (!coreDigest.equals(compiledFrom)) {
                 throw new IllegalStateException("the packaged component's core module has sha256 " + coreDigest
                         + ", but the jar's compiled classes were built from " + compiledFrom);
