@@ -23,7 +23,7 @@ fn session() -> MemStore {
 }
 
 fn consolidate(store: &mut MemStore, extra: Value) -> Result<Value, ctxkernel::KernelError> {
-    let mut request = json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "rules"});
+    let mut request = json!({"schemaVersion": 1, "sessionId": "s", "now": NOW, "strategy": "local"});
     for (k, v) in extra.as_object().unwrap() {
         request[k] = v.clone();
     }
@@ -48,7 +48,7 @@ fn rules_extract_the_users_own_words_as_candidates() {
         assert_eq!(receipt["memory"]["state"], "candidate", "extraction never activates");
         assert_eq!(receipt["memory"]["scope"], "session");
         assert_eq!(receipt["memory"]["scopeId"], "s");
-        assert_eq!(receipt["memory"]["provenance"], json!({"method": "rules", "origin": "kernel"}));
+        assert_eq!(receipt["memory"]["provenance"], json!({"method": "local", "origin": "kernel"}));
     }
     let tabs = &response["receipts"][3]["memory"];
     assert_eq!(tabs["sensitivity"], "personal", "the event's sensitivity is inherited");
@@ -169,4 +169,16 @@ fn a_wrong_extraction_answer_is_refused_naming_what_was_wrong_and_where() {
     assert_eq!(store.entries, before, "nothing written, and the operation still waits for an answer");
     let good = json!({"memories": [{"seq": 1, "category": "fact", "content": "The staging cluster runs in Frankfurt"}]}).to_string();
     assert_eq!(answer(&mut store, &id, json!({"outcome": "success", "text": good, "usage": usage})).unwrap()["status"], "proposed");
+}
+
+#[test]
+fn the_kernels_own_extraction_is_local_as_for_compaction() {
+    let mut store = session();
+    let before = store.entries.clone();
+    let err = consolidate(&mut store, json!({"strategy": "rules"})).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidRequest);
+    assert!(err.message.contains("strategy") && err.message.contains("`local`"), "{}", err.message);
+    assert_eq!(store.entries, before);
+    let done = consolidate(&mut store, json!({"strategy": "local"})).unwrap();
+    assert_eq!(done["receipts"][0]["memory"]["provenance"]["method"], "local");
 }

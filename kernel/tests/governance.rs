@@ -319,7 +319,7 @@ fn f10_purge_waits_for_the_deletion_and_deleted_words_stay_deleted() {
     assert_eq!(err.detail["blocked"][0]["parts"][0]["target"], "replica:laptop", "{err:?}");
     // The rules consolidator finds the same words in the session, and skips them.
     let consolidated = call(&mut store, Command::ConsolidateMemory, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW,
-        "strategy": "rules", "targetScope": "agent", "targetScopeId": "a"}));
+        "strategy": "local", "targetScope": "agent", "targetScopeId": "a"}));
     if let Ok(consolidated) = consolidated {
         assert!(!consolidated.to_string().contains("\"content\":\"the staging cluster runs in Frankfurt\""), "{consolidated}");
     }

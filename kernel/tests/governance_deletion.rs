@@ -233,7 +233,7 @@ fn a_consolidation_journal_goes_with_the_memories_it_proposed() {
     conv.user("Remember that the Zanzibar folder holds the board deck.");
     call(&mut store, Command::AppendEvents, &json!({"schemaVersion": 1, "sessionId": "s", "expectedHead": {"seq": 0}, "items": conv.items, "now": NOW})).unwrap();
     let consolidated = call(&mut store, Command::ConsolidateMemory, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW,
-        "strategy": "rules", "scope": "agent", "scopeId": "a"})).unwrap();
+        "strategy": "local", "scope": "agent", "scopeId": "a"})).unwrap();
     let id = consolidated["receipts"][0]["memory"]["memoryId"].as_str().unwrap_or_else(|| panic!("{consolidated}")).to_string();
     assert!(store.entries.keys().any(|k| k.starts_with("mem/ext/")));
     delete_in(&mut store, &id, ("agent", "a"));
@@ -245,7 +245,7 @@ fn a_consolidation_journal_goes_with_the_memories_it_proposed() {
     let journal = store.entries.iter().find(|(k, _)| k.starts_with("mem/ext/")).map(|(_, (_, v))| String::from_utf8_lossy(v).to_string()).unwrap();
     assert!(!journal.contains(&id), "{journal}");
     let retried = call(&mut store, Command::ConsolidateMemory, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW,
-        "strategy": "rules", "scope": "agent", "scopeId": "a"})).unwrap();
+        "strategy": "local", "scope": "agent", "scopeId": "a"})).unwrap();
     assert!(!retried.to_string().contains(&id), "{retried}");
     // Only the session itself still holds the words.
     assert!(holding_words(&store).iter().all(|k| k.starts_with("ses/")), "{:?}", holding_words(&store));
@@ -335,7 +335,7 @@ fn a_deleted_fact_is_fenced_in_other_spellings_languages_and_embeddings() {
     }
     // The rules consolidator skips the deleted fact in the message it came from.
     let consolidated = call(&mut store, Command::ConsolidateMemory, &json!({"schemaVersion": 1, "sessionId": "s", "now": NOW,
-        "strategy": "rules", "scope": "agent", "scopeId": "a"})).unwrap();
+        "strategy": "local", "scope": "agent", "scopeId": "a"})).unwrap();
     assert!(!consolidated.to_string().contains("Dana\""), "{consolidated}");
     // Said again after the deletion, it may be remembered again.
     said(&mut store, 4, "My favorite color is teal.");

@@ -243,7 +243,7 @@ fn memory_messages_conform(store: &mut MemStore, session: &str, now: &str) {
     let deleted = checked(Command::DeleteMemory, "delete-memory", json!({"schemaVersion": 1, "now": now, "requestId": "r1", "subject": "team",
         "scope": "project", "scopeId": "demo", "selector": {"memoryIds": [id]}, "authority": {"kind": "management", "actor": "lead"}, "fence": 1}));
     assert_valid("deletion-receipt", &deleted);
-    let consolidated = checked(Command::ConsolidateMemory, "consolidate-memory", json!({"schemaVersion": 1, "now": now, "sessionId": session, "strategy": "rules"}));
+    let consolidated = checked(Command::ConsolidateMemory, "consolidate-memory", json!({"schemaVersion": 1, "now": now, "sessionId": session, "strategy": "local"}));
     assert_valid("consolidate-memory.response", &consolidated);
     let plan = checked(Command::PurgeMemory, "purge-memory", json!({"schemaVersion": 1, "now": now, "scope": "project", "scopeId": "demo", "authority": {"kind": "management", "actor": "ops"}, "dryRun": true}));
     assert_valid("purge-memory.response", &plan);

@@ -460,7 +460,7 @@ talk.user("remember that the db password: Tr0ub4dor&3xx")
 
 
 def consolidate(now=at(1), **extra):
-    return {"command": "consolidate-memory", "request": {"now": now, "schemaVersion": 1, "sessionId": "s1", "strategy": "rules", **extra}}
+    return {"command": "consolidate-memory", "request": {"now": now, "schemaVersion": 1, "sessionId": "s1", "strategy": "local", **extra}}
 
 
 EXTRACTOR = {"maxTokens": 300, "model": "extractor"}
@@ -725,7 +725,7 @@ fixture("governance-memory-scopes-secrets-deletion", "History never crosses scop
                                                   "selector": {"memoryIds": [{"$ref": "12#/receipts/0/memory/memoryId"}]}, "subject": "u1"}},
          {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(4), "schemaVersion": 1, "scope": "agent", "scopeId": "a"}},
          remember("the staging cluster runs in Ｆrankfurt", scope="agent", scope_id="a", seq=3),
-         {"command": "consolidate-memory", "request": {"now": at(5), "schemaVersion": 1, "scope": "agent", "scopeId": "a", "sessionId": "s1", "strategy": "rules"}},
+         {"command": "consolidate-memory", "request": {"now": at(5), "schemaVersion": 1, "scope": "agent", "scopeId": "a", "sessionId": "s1", "strategy": "local"}},
          {"command": "reconcile", "request": {"now": at(6), "operationId": {"$ref": "13#/deletionId"}, "replicas": [{"deleted": True, "replica": "laptop"}],
                                               "schemaVersion": 1}},
          {"command": "purge-memory", "request": {"authority": ADMIN, "dryRun": True, "now": at(7), "schemaVersion": 1, "scope": "agent", "scopeId": "a"}}])

@@ -612,7 +612,7 @@ impl Gen {
     }
 
     fn consolidate(&mut self, u: &mut Unstructured, host: &Host) -> Value {
-        let strategy = pick(u, &["rules", "rules", "provider"]);
+        let strategy = pick(u, &["local", "local", "provider"]);
         let mut request = json!({"now": self.now(), "schemaVersion": 1, "sessionId": self.live_session(u, host).0, "strategy": strategy});
         if strategy == "provider" && !one_in(u, 6) {
             request["provider"] = json!({"maxTokens": pick(u, &[1u32, 600]), "model": "extractor-1"});

@@ -132,7 +132,7 @@ const STEPS: &[(Command, &str)] = &[
         "text": "The user deploys on Wednesdays and Fridays; a grep ran.", "usage": {"inputTokens": ${usage.inputTokens}, "outputTokens": ${usage.outputTokens}}},
         "schemaVersion": 1}"#),
     (Command::ReadKernelEvents, r#"{"afterSeq": ${kernelEvents.afterSeq}, "limit": ${kernelEvents.limit}, "schemaVersion": 1}"#),
-    (Command::ConsolidateMemory, r#"{"afterSeq": ${consolidate.afterSeq}, "now": ${later}, "schemaVersion": 1, "sessionId": "s1", "strategy": "rules"}"#),
+    (Command::ConsolidateMemory, r#"{"afterSeq": ${consolidate.afterSeq}, "now": ${later}, "schemaVersion": 1, "sessionId": "s1", "strategy": "local"}"#),
     (Command::DeleteMemory, r#"{"authority": {"actor": "lead@example.org", "kind": "management"}, "fence": ${delete.fence}, "now": ${later},
         "requestId": "forget-1", "schemaVersion": 1, "scope": "project", "scopeId": "web", "selector": {"key": "release.day"}, "subject": "u1"}"#),
     (Command::PurgeMemory, r#"{"dryRun": true, "now": ${later}, "schemaVersion": 1, "scope": "project", "scopeId": "web"}"#),

@@ -34,8 +34,9 @@ const MAX_PROVIDER_MESSAGES: usize = 200;
 
 label! {
 pub enum Strategy {
-    /// Deterministic rules over the user's own sentences.
-    Rules,
+    /// Deterministic rules over the user's own sentences, in the kernel (the
+    /// name compaction gives the same idea).
+    Local,
     /// Ask the host's model (sans-IO, through `continue-operation`).
     Provider,
 }
@@ -297,8 +298,8 @@ pub fn consolidate(db: &mut Db, log: &SessionLog, request: ConsolidateRequest) -
         status: ConsolidationStatus::Proposed,
     };
     match request.strategy {
-        Strategy::Rules => {
-            (response.receipts, response.skipped) = propose_found(db, &request, by_rules(log, request.after_seq), "rules")?;
+        Strategy::Local => {
+            (response.receipts, response.skipped) = propose_found(db, &request, by_rules(log, request.after_seq), "local")?;
             finish(db, &request, &response)?;
         }
         Strategy::Provider => {
@@ -412,7 +413,7 @@ pub fn resume(db: &mut Db, log: &SessionLog, operation_id: &str, now: &Timestamp
             response.status = ConsolidationStatus::Proposed;
         }
         ProviderResponse::Failed { error } | ProviderResponse::Unknown { reason: error } if request.allow_degraded => {
-            (response.receipts, response.skipped) = propose_found(db, &request, by_rules(log, request.after_seq), "rules")?;
+            (response.receipts, response.skipped) = propose_found(db, &request, by_rules(log, request.after_seq), "local")?;
             response.status = ConsolidationStatus::Degraded;
             response.reason = Some(format!("the provider did not answer ({}); the rules extracted these", crate::secrets::excerpt(&error, 200)));
         }
