@@ -70,7 +70,8 @@ node: component
 	cd $(NODE) && npm run --silent transpile && npm run --silent types
 	cp $(COMPONENT).sha256 $(NODE)/gen/
 
-# Python: a virtualenv with the package installed editable, typed from wit/schemas.
+# Python: a virtualenv with the package installed editable, typed from wit/schemas
+# as the hosts see them (host-shims/schemas.py).
 PY_ENV := build/py
 PY := $(PY_ENV)/bin/python
 PY_PKG := host-shims/python/src/ctxkernel_sdk
@@ -78,7 +79,8 @@ python: component
 	@[ -x $(PY) ] || python3 -m venv $(PY_ENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e 'host-shims/python[test]' datamodel-code-generator==0.89.0 build==1.6.1
 	cp $(COMPONENT) $(COMPONENT).sha256 $(PY_PKG)/
-	$(PY_ENV)/bin/datamodel-codegen --input wit/schemas --input-file-type jsonschema --output $(PY_PKG)/envelopes \
+	python3 host-shims/schemas.py build/host-schemas
+	$(PY_ENV)/bin/datamodel-codegen --input build/host-schemas --input-file-type jsonschema --output $(PY_PKG)/envelopes \
 	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
 	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
 

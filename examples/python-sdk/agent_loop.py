@@ -110,7 +110,6 @@ class Agent:
     user_id: str
     assistant: Callable[[dict], dict]
     model: Callable[[dict], dict]
-    clock: Callable[[], str] = field(default_factory=Clock)
     messages: list[dict] = field(default_factory=list)
     head: int = 0
     compactions: list[dict] = field(default_factory=list)
@@ -122,7 +121,7 @@ class Agent:
     def sync(self) -> None:
         """Hands the whole history to the kernel, which appends only what it does not hold yet."""
         imported = self.kernel.import_messages({
-            "schemaVersion": 1, "sessionId": self.session_id, "expectedHead": {"seq": self.head}, "now": self.clock(),
+            "sessionId": self.session_id, "expectedHead": {"seq": self.head},
             "format": "anthropic-messages", "sensitivity": "internal", "allowedSinks": ["model:*"],
             "transcript": {"system": SYSTEM, "messages": self.messages, "tools": TOOLS},
         })
@@ -130,20 +129,20 @@ class Agent:
         self.head = imported["head"]["seq"]
 
     def plan_request(self) -> dict:
-        return {"schemaVersion": 1, "sessionId": self.session_id, "model": MODEL, "sink": "model:agent", "now": self.clock()}
+        return {"sessionId": self.session_id, "model": MODEL, "sink": "model:agent"}
 
     def render(self) -> dict:
         """The next request body; compacts first when the conversation no longer fits."""
         plan = self.kernel.plan_context(self.plan_request())
         if any(d["reason"] in ("budget-exhausted", "partition-ceiling") for d in plan["dropped"]):
             receipt = self.kernel.compact(
-                {"schemaVersion": 1, "sessionId": self.session_id, "model": MODEL, "sink": "model:agent",
-                 "strategy": "provider", "provider": {"model": "summarizer", "maxTokens": 600}, "now": self.clock()},
-                self.model, self.clock,
+                {"sessionId": self.session_id, "model": MODEL, "sink": "model:agent",
+                 "strategy": "provider", "provider": {"model": "summarizer", "maxTokens": 600}},
+                self.model,
             )
             self.compactions.append(receipt)
             self.head = receipt["head"]["seq"]
-        rendered = self.kernel.render_context({"schemaVersion": 1, "format": "anthropic-messages", "plan": self.plan_request(),
+        rendered = self.kernel.render_context({"format": "anthropic-messages", "plan": self.plan_request(),
                                                "policy": {"model": "claude-sonnet-4-5"}})
         self.left_out.update(note["shrunk"]["digest"] for note in rendered["notes"] if note["action"] == "shrunk-result")
         return rendered
@@ -163,11 +162,11 @@ class Agent:
         handle = digest if digest.startswith("sha256:") else f"sha256:{digest}"
         if handle not in self.left_out:
             return f"error: no result was left out with content {handle}"
-        item = self.kernel.read_events({"schemaVersion": 1, "sessionId": self.session_id, "contentDigest": handle, "limit": 1})["events"][0]["item"]
+        item = self.kernel.read_events({"sessionId": self.session_id, "contentDigest": handle, "limit": 1})["events"][0]["item"]
         if "content" in item:
             return item["content"]
         # An externalized result: its bytes, for this sink.
-        request = {"schemaVersion": 1, "objectId": item["contentRef"]["objectId"], "sink": "model:agent"}
+        request = {"objectId": item["contentRef"]["objectId"], "sink": "model:agent"}
         return self.kernel.get_content(request).decode()
 
     def turn(self, user_text: str) -> dict:
@@ -188,30 +187,29 @@ class Agent:
         """Extracts candidates with the model, then activates the ones the user's latest message states."""
         self.sync()
         extracted = self.kernel.consolidate(
-            {"schemaVersion": 1, "sessionId": self.session_id, "strategy": "provider", "scope": "agent",
-             "scopeId": self.user_id, "provider": {"model": "extractor", "maxTokens": 400}, "now": self.clock()},
-            self.model, self.clock,
+            {"sessionId": self.session_id, "strategy": "provider", "scope": "agent",
+             "scopeId": self.user_id, "provider": {"model": "extractor", "maxTokens": 400}},
+            self.model,
         )
         active = []
         for receipt in extracted["receipts"]:
             active.append(self.kernel.decide_memory(
-                {"schemaVersion": 1, "memoryId": receipt["memory"]["memoryId"], "action": "activate", "scope": "agent",
-                 "scopeId": self.user_id, "authority": {"kind": "user-explicit", "sessionId": self.session_id},
-                 "now": self.clock()}
+                {"memoryId": receipt["memory"]["memoryId"], "action": "activate", "scope": "agent",
+                 "scopeId": self.user_id, "authority": {"kind": "user-explicit", "sessionId": self.session_id}}
             ))
         return active
 
     def recall(self, query: str) -> list[dict]:
         return self.kernel.recall_memory(
-            {"schemaVersion": 1, "query": query, "k": 3, "scopes": [{"scope": "agent", "scopeId": self.user_id}],
-             "sink": "model:agent", "now": self.clock()}
+            {"query": query, "k": 3, "scopes": [{"scope": "agent", "scopeId": self.user_id}],
+             "sink": "model:agent"}
         )["memories"]
 
 
 def run(kernel: Kernel, out=print) -> dict:
     """Two sessions on one store: the first works and learns, the second recalls."""
-    model, assistant, clock = RecordedModel(), ScriptedAssistant(), Clock()
-    first = Agent(kernel, "py-session-1", "dana", assistant, model, clock)
+    model, assistant = RecordedModel(), ScriptedAssistant()
+    first = Agent(kernel, "py-session-1", "dana", assistant, model)
     first.turn("The nightly export job times out. Can you look at exporter/jobs.py?")
     for n in range(1, 160):
         first.turn(f"Step {n}: what did the profile show for the export batch?")
@@ -222,7 +220,7 @@ def run(kernel: Kernel, out=print) -> dict:
         metrics = receipt["compaction"]["metrics"]
         out(f"  compaction {receipt['status']}: {metrics['inputTokens']} -> {metrics['outputTokens']} tokens")
 
-    second = Agent(kernel, "py-session-2", "dana", assistant, model, clock)
+    second = Agent(kernel, "py-session-2", "dana", assistant, model)
     second.messages.append({"role": "user", "content": "Where should the new export run?"})
     second.sync()
     recalled = second.recall("where do exports run")
@@ -235,6 +233,6 @@ def run(kernel: Kernel, out=print) -> dict:
 if __name__ == "__main__":
     store = SqliteStore(sys.argv[1] if len(sys.argv) > 1 else "agent.sqlite")
     try:
-        run(Kernel(store))
+        run(Kernel(store, clock=Clock()))
     finally:
         store.close()

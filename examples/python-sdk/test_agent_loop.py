@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 def result(tmp_path):
     store = SqliteStore(str(tmp_path / "agent.sqlite"))
     lines = []
-    outcome = agent_loop.run(Kernel(store), out=lines.append)
+    outcome = agent_loop.run(Kernel(store, clock=agent_loop.Clock()), out=lines.append)
     outcome["lines"], outcome["kernel"] = lines, Kernel(store)
     yield outcome
     store.close()
@@ -98,7 +98,7 @@ def test_a_result_left_out_to_fit_is_read_back_when_the_model_asks(tmp_path):
              for n in range(3)}
     files = {**agent_loop.FILES, **parts}
     assistant = agent_loop.ScriptedAssistant(files)
-    agent = agent_loop.Agent(Kernel(store), "py-read-back", "dana", assistant, agent_loop.RecordedModel(), files=files)
+    agent = agent_loop.Agent(Kernel(store, clock=agent_loop.Clock()), "py-read-back", "dana", assistant, agent_loop.RecordedModel(), files=files)
     for path in parts:
         agent.turn(f"Can you look at {path}?")
     assert agent.left_out, "three large files do not all fit an 8k window whole"

@@ -14,6 +14,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ctxkernel-smoke.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 # The scenario and the programs are copied too: nothing is read from the checkout.
 cp -r "$here/scenario.json" "$here/python" "$here/node" "$here/jvm" "$here/ctxk" "$work/"
+# Each quick start as the README prints it.
+mkdir "$work/quick"
+python3 "$here/quickstart.py" "$here/../../README.md" python "$work/quick/quick.py"
 answers=$work/answers
 mkdir "$answers"
 outside() { # the path a package was loaded from must lie in the smoke directory
@@ -25,6 +28,13 @@ python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check "$dist/ctxkernel_sdk-$version-py3-none-any.whl"
 (cd "$work/python" && outside ctxkernel_sdk "$("$work/venv/bin/python" -c 'import ctxkernel_sdk; print(ctxkernel_sdk.__file__)')" \
   && "$work/venv/bin/python" smoke.py "$work/scenario.json" "$answers/python.jsonl" "$work/python.sqlite")
+echo "== Python: the README's quick start, run and type-checked; a misspelled field must fail the check"
+"$work/venv/bin/pip" install -q --disable-pip-version-check mypy==2.4.1
+(cd "$work/quick" && "$work/venv/bin/python" quick.py && "$work/venv/bin/python" -m mypy --strict --no-incremental quick.py \
+  && sed '0,/"sessionId"/s//"sesionId"/' quick.py > misspelled.py && grep -q '"sesionId"' misspelled.py \
+  && if "$work/venv/bin/python" -m mypy --strict --no-incremental misspelled.py > misspelled.txt; then
+       echo "mypy --strict passed a misspelled field" >&2; exit 1
+     fi && grep -q 'Extra key "sesionId"' misspelled.txt)
 
 echo "== Node: the tarball in a new project, from ESM and from CommonJS"
 (cd "$work/node" && printf '{"name": "ctxkernel-smoke", "private": true}\n' > package.json \

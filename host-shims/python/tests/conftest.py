@@ -32,7 +32,7 @@ def seeded():
     from ctxkernel_sdk import Kernel, MemoryStore
 
     def make():
-        kernel = Kernel(MemoryStore())
+        kernel = Kernel(MemoryStore(), clock=lambda: NOW)
         kernel.append_events(append_request(0, 120))
         return kernel
 

@@ -98,20 +98,19 @@ def test_provider_callables_drive_compaction(seeded):
         asked.update(request)
         return {"text": "A long session about words.", "usage": {"inputTokens": 100, "outputTokens": 7}}
 
-    clock = lambda: NOW  # noqa: E731
-    assert seeded().compact(compact_request("provider"), summarize, clock)["status"] == "committed"
+    assert seeded().compact(compact_request("provider"), summarize)["status"] == "committed"
     assert asked["model"] == "summarizer" and asked["messages"][0]["role"] == "system"
 
     def failing(_):
         raise ConnectionError("HTTP 503")
 
-    assert seeded().compact(compact_request("provider"), failing, clock)["status"] == "degraded"
+    assert seeded().compact(compact_request("provider"), failing)["status"] == "degraded"
 
     async def lost(_):
         raise ProviderOutcomeUnknown("socket closed after send")
 
     kernel = seeded()
-    unknown = asyncio.run(kernel.compact_async(compact_request("provider"), lost, clock))
+    unknown = asyncio.run(kernel.compact_async(compact_request("provider"), lost))
     assert unknown["status"] == "reconciliation-required"
     retry = kernel.reconcile({"schemaVersion": 1, "operationId": unknown["operationId"], "now": NOW, "resolution": "retry"})
     assert retry["status"] == "awaiting-provider" and retry["operationId"] != unknown["operationId"]
@@ -119,7 +118,7 @@ def test_provider_callables_drive_compaction(seeded):
     async def answer(_):
         return {"text": "async summary", "usage": {"inputTokens": 1, "outputTokens": 1}}
 
-    assert asyncio.run(seeded().compact_async(compact_request("provider"), answer, clock))["status"] == "committed"
+    assert asyncio.run(seeded().compact_async(compact_request("provider"), answer))["status"] == "committed"
 
 
 def describes(typed_dict, value):

@@ -15,9 +15,9 @@ import struct
 import sys
 from functools import lru_cache
 from importlib.resources import files
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union, cast
 
-from wasmtime import Caller, Engine, Linker, Module, Store as WasmStore
+from wasmtime import Caller, Engine, Func, Linker, Memory, Module, Store as WasmStore
 
 from . import _compiled as compiled
 from ._errors import ERROR_CODES
@@ -113,15 +113,15 @@ class Instance:
             linker.define_func(imported.module, imported.name or "", imported.type, handler, access_caller=True)  # type: ignore[arg-type]
         exports = linker.instantiate(self.wasm, module).exports(self.wasm)
         self._exports = exports
-        self._memory = exports["memory"]
-        self._realloc = exports["cabi_realloc"]
+        self._memory = cast(Memory, exports["memory"])
+        self._realloc = cast(Func, exports["cabi_realloc"])
 
     def call(self, command: str, *args: bytes) -> tuple[Optional[bytes], Optional[tuple[str, str, str]]]:
         """Runs one export: (ok bytes, None) or (None, (code, message, detail))."""
         params: list[int] = []
         for arg in args:
             params += self._lower(self.wasm, arg)
-        ret = self._exports[INTERFACE + command](self.wasm, *params) & 0xFFFFFFFF
+        ret = cast(int, self._func(INTERFACE + command)(self.wasm, *params)) & 0xFFFFFFFF
         tag, = self._unpack(self.wasm, "<B", ret)
         if tag == 0:
             ok: Optional[bytes] = self._list(self.wasm, ret + 4)
@@ -129,12 +129,15 @@ class Instance:
         else:
             code, = self._unpack(self.wasm, "<B", ret + 4)
             ok, err = None, (ERROR_CODES[code], self._list(self.wasm, ret + 8).decode(), self._list(self.wasm, ret + 16).decode())
-        self._exports["cabi_post_" + INTERFACE + command](self.wasm, _i32(ret))
+        self._func("cabi_post_" + INTERFACE + command)(self.wasm, _i32(ret))
         return ok, err
+
+    def _func(self, name: str) -> Func:
+        return cast(Func, self._exports[name])
 
     # ---- memory
 
-    def _unpack(self, ctx: Context, layout: str, at: int) -> tuple:
+    def _unpack(self, ctx: Context, layout: str, at: int) -> tuple[Any, ...]:
         return struct.unpack(layout, self._memory.read(ctx, at, at + struct.calcsize(layout)))
 
     def _pack(self, ctx: Context, at: int, layout: str, *values: Any) -> None:
@@ -149,7 +152,7 @@ class Instance:
         return self._bytes(ctx, *self._unpack(ctx, "<II", at))
 
     def _alloc(self, ctx: Context, align: int, size: int) -> int:
-        return self._realloc(ctx, 0, 0, align, size) & 0xFFFFFFFF
+        return cast(int, self._realloc(ctx, 0, 0, align, size)) & 0xFFFFFFFF
 
     def _lower(self, ctx: Context, data: bytes) -> list[int]:
         """Copies `data` into guest memory; returns [ptr, len] as i32 parameters."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ class SqliteStore:
             )
         self._db = db
 
-    def _run(self, sql: str, params: tuple = ()) -> sqlite3.Cursor:
+    def _run(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
         try:
             return self._db.execute(sql, params)
         except sqlite3.Error as e:

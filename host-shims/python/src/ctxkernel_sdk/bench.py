@@ -44,7 +44,9 @@ def main() -> None:
         kernel.call(command, request)
         times.append((time.perf_counter_ns() - start) / 1e6)
     times.sort()
-    at = lambda q: times[min(len(times), max(1, math.ceil(len(times) * q))) - 1]  # noqa: E731
+    def at(q: float) -> float:
+        return times[min(len(times), max(1, math.ceil(len(times) * q))) - 1]
+
     print(json.dumps({"p50Ms": at(0.5), "p95Ms": at(0.95)}))
 
 

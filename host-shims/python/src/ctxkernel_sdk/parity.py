@@ -11,7 +11,7 @@ import argparse
 import hashlib
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from . import Kernel, KernelError, SqliteStore
 
@@ -36,7 +36,7 @@ def _index(part: str) -> Optional[int]:
     return int(part) if canonical and len(part) <= 18 else None
 
 
-def _resolve(value: Any, responses: list) -> Any:
+def _resolve(value: Any, responses: list[Any]) -> Any:
     if isinstance(value, list):
         return [_resolve(v, responses) for v in value]
     if isinstance(value, dict):
@@ -64,19 +64,27 @@ def _resolve(value: Any, responses: list) -> Any:
     return value
 
 
-def _content(spec: dict) -> bytes:
+def _content(spec: dict[str, Any]) -> bytes:
     if "text" in spec:
-        return spec["text"].encode()
+        return str(spec["text"]).encode()
     if "repeat" in spec:
-        return (spec["repeat"]["text"] * spec["repeat"]["times"]).encode()
+        return (str(spec["repeat"]["text"]) * int(spec["repeat"]["times"])).encode()
     raise ValueError('content is {"text"} or {"repeat": {"text", "times"}}')
 
 
-def _run(fixture: dict, path: str) -> str:
+def _value(store: SqliteStore, key: str) -> bytes:
+    entry = store.get(key)
+    if entry is None:
+        raise ValueError(f"no entry {key!r} to change")
+    return entry.value
+
+
+def _run(fixture: dict[str, Any], path: str) -> str:
     instances: dict[str, Kernel] = {}
-    responses: list = []
+    responses: list[Any] = []
     saved: dict[str, bytes] = {}
     lines = []
+    stores: dict[str, SqliteStore] = {}
     for i, step in enumerate(fixture["steps"]):
         name = step.get("instance", "a")
         # A step whose reference points at nothing is written down as such; the steps after it still run.
@@ -88,27 +96,28 @@ def _run(fixture: dict, path: str) -> str:
             continue
         if "action" in step:
             raw = SqliteStore(path)
-            key = lambda: resolved  # noqa: E731
+            key = cast(str, resolved)
             action = step["action"]
             if action == "reload":
                 if name in instances:
-                    instances.pop(name).store.close()
+                    instances.pop(name)
+                    stores.pop(name).close()
             elif action == "corrupt":
-                value = bytearray(raw.get(key()).value)
+                value = bytearray(_value(raw, key))
                 value[step.get("offset", 0) % max(len(value), 1)] ^= 0x01
-                raw.put(key(), bytes(value), None)
+                raw.put(key, bytes(value), None)
             elif action == "replace":
-                text = raw.get(key()).value.decode()
-                raw.put(key(), text.replace(step["find"], step["with"], 1).encode(), None)
+                text = _value(raw, key).decode()
+                raw.put(key, text.replace(step["find"], step["with"], 1).encode(), None)
             elif action == "write":
-                raw.put(key(), step.get("text", "").encode(), None)
+                raw.put(key, step.get("text", "").encode(), None)
             elif action == "remove":
-                raw.remove(key(), None)
+                raw.remove(key, None)
             elif action == "snapshot":
-                entry = raw.get(key())
+                entry = raw.get(key)
                 saved[step["as"]] = entry.value if entry else b""
             elif action == "restore":
-                raw.put(key(), saved.get(step["from"], b""), None)
+                raw.put(key, saved.get(step["from"], b""), None)
             else:
                 raise ValueError(f"step {i}: unknown action {action}")
             raw.close()
@@ -117,7 +126,8 @@ def _run(fixture: dict, path: str) -> str:
             continue
         request = resolved if isinstance(resolved, str) else _json(resolved)
         if name not in instances:
-            instances[name] = Kernel(SqliteStore(path))
+            stores[name] = SqliteStore(path)
+            instances[name] = Kernel(stores[name])
         kernel = instances[name]
         # The kernel's JSON goes into the transcript verbatim, never parsed and written again.
         try:
@@ -131,8 +141,8 @@ def _run(fixture: dict, path: str) -> str:
             line = f'{{"step":{i},"error":{{"code":"{e.code}","detail":{e.detail_json},"message":{_json(e.message)}}}}}'
         responses.append(json.loads(line).get("ok"))
         lines.append(line)
-    for kernel in instances.values():
-        kernel.store.close()
+    for store in stores.values():
+        store.close()
     return "".join(line + "\n" for line in lines)
 
 
@@ -161,9 +171,9 @@ def main() -> None:
             fixture = json.load(f)
         if args.read:
             path = os.path.join(args.read, f"{fixture['name']}.sqlite")
-            kernel = Kernel(SqliteStore(path))
-            info = '{"step":0,"ok":' + kernel.call("info", '{"schemaVersion":1}') + "}"
-            kernel.store.close()
+            store = SqliteStore(path)
+            info = '{"step":0,"ok":' + Kernel(store).call("info", '{"schemaVersion":1}') + "}"
+            store.close()
             with open(os.path.join(args.out, f"{fixture['name']}.read.jsonl"), "w", encoding="utf-8") as f:
                 f.write(info + "\n" + _dump(path))
             continue
