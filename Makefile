@@ -67,6 +67,7 @@ demo: build node python jvm
 NODE := host-shims/node
 node: component
 	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
+	python3 host-shims/schemas.py build/host-schemas
 	cd $(NODE) && npm run --silent transpile && npm run --silent types
 	cp $(COMPONENT).sha256 $(NODE)/gen/
 

@@ -17,6 +17,7 @@ cp -r "$here/scenario.json" "$here/python" "$here/node" "$here/jvm" "$here/ctxk"
 # Each quick start as the README prints it.
 mkdir "$work/quick"
 python3 "$here/quickstart.py" "$here/../../README.md" python "$work/quick/quick.py"
+python3 "$here/quickstart.py" "$here/../../README.md" ts "$work/node/quick.mts"
 answers=$work/answers
 mkdir "$answers"
 outside() { # the path a package was loaded from must lie in the smoke directory
@@ -42,6 +43,13 @@ echo "== Node: the tarball in a new project, from ESM and from CommonJS"
   && outside ctxkernel "$(node -p 'require.resolve("ctxkernel")')" \
   && node smoke.mjs "$work/scenario.json" "$answers/node-esm.jsonl" "$work/node-esm.sqlite" \
   && node smoke.cjs "$work/scenario.json" "$answers/node-cjs.jsonl" "$work/node-cjs.sqlite")
+echo "== Node: the README's quick start, compiled by tsc and run; a misspelled field must fail the compile"
+(cd "$work/node" && npm install --no-audit --no-fund --loglevel=error typescript@5.9.3 \
+  && tsc() { node node_modules/typescript/bin/tsc --strict --module nodenext --moduleResolution nodenext --target es2022 "$@"; } \
+  && tsc --outDir out quick.mts && node out/quick.mjs \
+  && sed "0,/sessionId/s//sesionId/" quick.mts > misspelled.mts && grep -q sesionId misspelled.mts \
+  && if tsc --noEmit misspelled.mts > misspelled.txt; then echo "tsc passed a misspelled field" >&2; exit 1; fi \
+  && grep -q "'sesionId' does not exist" misspelled.txt)
 
 echo "== JVM: the jar, its sources and its pom installed, then a new Maven project that depends on it"
 # The artifact the consumer resolves is the one from DIST, not one `make jvm` installed.

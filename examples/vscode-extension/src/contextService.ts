@@ -43,7 +43,6 @@ export interface ServiceOptions {
   model: ModelProfile;
   /** Where planned context goes; the kernel admits only items allowed to reach it. */
   sink?: string;
-  clock?: () => string;
   /** The system prompt, sent as a `developer` message. */
   instructions?: string;
   /** The provider's model name in each request body. */
@@ -95,7 +94,6 @@ const HANDLE = /^sha256:[0-9a-f]{64}$/;
 export class ContextService {
   private head: number;
   private readonly sink: string;
-  private readonly clock: () => string;
   /** The results the model was shown left out, by the handle their placeholder names. */
   private readonly leftOut = new Set<string>();
 
@@ -121,7 +119,6 @@ export class ContextService {
     readonly options: ServiceOptions,
   ) {
     this.sink = options.sink ?? 'model:chat';
-    this.clock = options.clock ?? (() => new Date().toISOString());
     this.head = ContextService.headOf(kernel, options.sessionId);
   }
 
@@ -164,7 +161,7 @@ export class ContextService {
       schemaVersion: 1,
       sessionId: this.options.sessionId,
       expectedHead: { seq: this.head },
-      now: this.clock(),
+      now: this.kernel.clock(),
       format: 'openai-chat',
       history: 'new',
       sensitivity: 'internal',
@@ -195,7 +192,7 @@ export class ContextService {
   }
 
   private planRequest(): PlanRequest {
-    return { schemaVersion: 1, sessionId: this.options.sessionId, model: this.options.model, sink: this.sink, now: this.clock() };
+    return { schemaVersion: 1, sessionId: this.options.sessionId, model: this.options.model, sink: this.sink, now: this.kernel.clock() };
   }
 
   /** The context of the next model call under the model's window. */
@@ -273,10 +270,9 @@ export class ContextService {
         sink: this.sink,
         strategy: provider ? 'provider' : 'local',
         ...(provider ? { provider: { model: 'summarizer', maxTokens: 800 } } : {}),
-        now: this.clock(),
+        now: this.kernel.clock(),
       },
       provider,
-      { clock: this.clock },
     );
     this.head = response.head.seq;
     return response;
@@ -289,7 +285,7 @@ export class ContextService {
    */
   remember(fact: string, key?: string): MemoryReceipt {
     this.record('user', `Remember for this project: ${fact}`);
-    const now = this.clock();
+    const now = this.kernel.clock();
     const proposed = this.kernel.proposeMemory({
       schemaVersion: 1,
       now,
@@ -322,7 +318,7 @@ export class ContextService {
   recall(query: string, k = 5): RecallMemoryResponse {
     return this.kernel.recallMemory({
       schemaVersion: 1,
-      now: this.clock(),
+      now: this.kernel.clock(),
       query,
       k,
       scopes: [{ scope: 'project', scopeId: this.options.workspace }],
@@ -335,7 +331,7 @@ export class ContextService {
     this.record('user', `Forget memory ${memoryId}`);
     return this.kernel.deleteMemory({
       schemaVersion: 1,
-      now: this.clock(),
+      now: this.kernel.clock(),
       requestId: `forget-${memoryId}`,
       subject: this.options.sessionId,
       scope: 'project',

@@ -102,12 +102,11 @@ const summarizer = (summaries: string[]): Provider => async (request) => {
 async function setup(sessionId = 'vscode-shop') {
   const { Kernel, SqliteStore } = await load();
   const store = await SqliteStore.open(join(mkdtempSync(join(tmpdir(), 'ctxk-vscode-')), 'ctxkernel.sqlite'));
-  const kernel = new Kernel(store);
+  const kernel = new Kernel(store, { clock });
   const service = new ContextService(kernel, {
     sessionId,
     workspace: 'shop',
     model: { profile: 'test-4k', window: 4096, reservedOutput: 512, safetyMargin: 128 },
-    clock,
     instructions: 'You are a coding agent in the shop workspace.',
     tools: { read_file: readFile },
   });
@@ -161,7 +160,7 @@ test('a window opened again continues the session from the store', async () => {
   const { service, store, chat } = await setup('vscode-restart');
   await service.ask('Remember that the coupon rounds down. What is 2 + 2?', chat);
   const { Kernel } = await load();
-  const reopened = new ContextService(new Kernel(store), { ...service.options });
+  const reopened = new ContextService(new Kernel(store, { clock }), { ...service.options });
   const answer = await reopened.ask('And what did I say about coupons?', chat);
   const texts = answer.requests[0].body.messages.map((m) => m.content);
   assert.ok(texts.includes('Remember that the coupon rounds down. What is 2 + 2?'));
@@ -269,7 +268,7 @@ test('a memory the user never said is refused with the kernel’s code', async (
   const memoryId = service.remember('staging rotates keys weekly').memory.memoryId;
   // Forgetting from another session: that session's user never asked.
   const { Kernel } = await load();
-  const stranger = new ContextService(new Kernel(store), { ...service.options, sessionId: 'vscode-other' });
+  const stranger = new ContextService(new Kernel(store, { clock }), { ...service.options, sessionId: 'vscode-other' });
   stranger.record('user', 'What does staging rotate?');
   assert.throws(() => stranger.kernel.deleteMemory({
     schemaVersion: 1, now: clock(), requestId: 'x', subject: 'vscode-other', scope: 'project', scopeId: 'shop',
@@ -278,7 +277,7 @@ test('a memory the user never said is refused with the kernel’s code', async (
   // Through a command, a kernel error becomes an error message, not an exception:
   // another workspace's window cannot forget this workspace's memory.
   const otherEditor = new FakeEditor();
-  registerCommands(otherEditor, new ContextService(new Kernel(store), { ...service.options, workspace: 'blog' }));
+  registerCommands(otherEditor, new ContextService(new Kernel(store, { clock }), { ...service.options, workspace: 'blog' }));
   assert.equal(await otherEditor.run('ctxkernel.forget', memoryId), undefined);
   assert.match(otherEditor.errors.at(-1)!, /^ctxkernel: scope-denied: /);
   assert.equal(service.recall('staging keys').memories[0].memoryId, memoryId);

@@ -63,7 +63,7 @@ function content(spec) {
 
 // KernelError's message is "<code>: <kernel message>"; its detail goes in verbatim.
 const errorLine = (i, e) =>
-  `{"step":${i},"error":{"code":"${e.code}","detail":${e.detailJson},"message":${JSON.stringify(e.message.slice(e.code.length + 2))}}}`;
+  `{"step":${i},"error":{"code":"${e.code}","detail":${e.detailJson},"message":${JSON.stringify(e.message)}}}`;
 
 async function runFixture(fixture, path) {
   const instances = new Map();

@@ -1,10 +1,11 @@
 // Generates TypeScript declarations for every envelope from the JSON Schemas
-// in wit/schemas, so the Node API is typed by the same contract the kernel
-// is tested against.
+// in wit/schemas as hosts see them (host-shims/schemas.py writes them to
+// build/host-schemas), so the Node API is typed by the same contract the
+// kernel is tested against.
 import { compile } from 'json-schema-to-typescript';
 import { readdir, readFile, writeFile, mkdir } from 'node:fs/promises';
 
-const schemas = new URL('../../../wit/schemas/', import.meta.url);
+const schemas = new URL('../../../build/host-schemas/', import.meta.url);
 const out = new URL('../types/', import.meta.url);
 await mkdir(out, { recursive: true });
 

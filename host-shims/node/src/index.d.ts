@@ -45,6 +45,8 @@ import type {
 } from '../types/envelopes.js';
 
 export * from '../types/envelopes.js';
+export * as items from './items.js';
+export type { ItemOptions } from './items.js';
 
 export type ErrorCode =
   | 'invalid-request'
@@ -74,7 +76,7 @@ export function parseJson(text: string): any;
 /** JSON text for a request object without loss: a `bigint` is written as an integer. */
 export function stringifyJson(value: unknown): string;
 
-/** The one error every command raises. */
+/** The one error every command raises; its message does not repeat its code. */
 export class KernelError extends Error {
   readonly code: ErrorCode;
   /** The kernel's detail, parsed with `parseJson`. */
@@ -187,6 +189,14 @@ export const COMMANDS: readonly Command[];
 /** The sha256 of the one component this package runs (as `sha256sum build/ctxkernel.wasm` prints it). */
 export const COMPONENT_SHA256: string;
 
+/** What the `ctxkernel:command` diagnostics channel publishes for each command. */
+export interface CommandEvent {
+  command: Command | 'put-content' | 'get-content';
+  /** `ok`, or the error's code (`internal` for a host exception). */
+  outcome: 'ok' | ErrorCode;
+  durationMs: number;
+}
+
 /** What a provider callback answers. */
 export interface ProviderAnswer {
   text: string;
@@ -194,9 +204,21 @@ export interface ProviderAnswer {
 }
 export type Provider = (request: ProviderRequest) => Promise<ProviderAnswer>;
 
+export interface KernelOptions {
+  /** Gives `now` to requests that leave it out: RFC 3339 text (default: the host clock). */
+  clock?: () => string;
+}
+
+/**
+ * The typed methods fill what a request leaves out: `schemaVersion`, and
+ * `now` from the kernel's clock (in the plan a render request carries too).
+ * Each command is published on the `ctxkernel:command` diagnostics channel
+ * as a `CommandEvent`.
+ */
 export class Kernel {
-  constructor(store?: Store);
+  constructor(store?: Store, options?: KernelOptions);
   readonly store: Store;
+  readonly clock: () => string;
   /**
    * Any JSON command, or `put-content` with its bytes; returns the kernel's
    * canonical JSON text verbatim. A string request is sent as given; an
@@ -229,14 +251,18 @@ export class Kernel {
    * Plans as `planContext` does and renders the kept context as a request
    * body in `format`; `bodyJson` is the body's exact text, to send as it is.
    */
-  renderContext(request: RenderContextRequest): RenderContextResponse & { bodyJson: string };
+  renderContext(request: RenderContextRequest): RenderContextResponse;
   validateRequest(request: ValidateRequestRequest): ValidateRequestResponse;
   /** Reads every memory entry against its record and names each problem by key; changes nothing. */
   verifyStore(request?: VerifyStoreRequest): VerifyStoreResponse;
   putContent(request: string | PutContentRequest, bytes: Uint8Array): PutContentResponse;
   getContent(request: string | GetContentRequest): Uint8Array;
-  /** Compacts, awaiting `provider` whenever the kernel asks for a summary. */
-  compact(request: CompactContextRequest, provider?: Provider, options?: { clock?: () => string }): Promise<CompactContextResponse>;
+  /**
+   * Compacts, awaiting `provider` whenever the kernel asks for a summary. An
+   * answer of another shape is a `KernelError` (`invalid-request`, its
+   * detail naming the `field` and the `operationId` still awaiting).
+   */
+  compact(request: CompactContextRequest, provider?: Provider): Promise<CompactContextResponse>;
   /** Extracts candidate memories, awaiting `provider` when the kernel asks for an extraction. */
-  consolidate(request: ConsolidateMemoryRequest, provider?: Provider, options?: { clock?: () => string }): Promise<ConsolidateMemoryResponse>;
+  consolidate(request: ConsolidateMemoryRequest, provider?: Provider): Promise<ConsolidateMemoryResponse>;
 }

@@ -3,6 +3,7 @@
 // every host (see host-shims/README.md); this file is the package's API.
 
 export { COMMANDS, Kernel } from './kernel.js';
+export * as items from './items.js';
 export { COMPONENT_SHA256 } from './engine.js';
 export { KernelError } from './errors.js';
 export { ProviderOutcomeUnknown } from './provider.js';

@@ -2,7 +2,16 @@
 // store transaction: committed when the kernel answers, rolled back when it
 // answers an error, traps, or the store throws. A command that only reads
 // takes no write lock.
+//
+// The typed methods fill what a caller leaves out of a request: its
+// `schemaVersion`, and `now` from the kernel's clock (the host's, unless one
+// is given), in the request and in the plan a render request carries.
+// `call` sends a request as it is given. Each command is published on the
+// `ctxkernel:command` diagnostics channel: its name, duration and outcome
+// code, never a body.
 
+import { channel } from 'node:diagnostics_channel';
+import { utcNow } from './clock.js';
 import { instantiateKernel } from './engine.js';
 import { KernelError } from './errors.js';
 import { memberText, parseJson, stringifyJson } from './json.js';
@@ -36,6 +45,19 @@ export const COMMANDS = [
 /** Commands that only read: their transaction takes no write lock. */
 const READ_ONLY = new Set(['info', 'read-events', 'plan-context', 'get-content', 'read-kernel-events', 'read-memory', 'recall-memory', 'resident-snapshot', 'render-context', 'validate-request', 'verify-store']);
 
+/** The commands whose request carries `now` (the others refuse it). */
+export const TAKES_NOW = new Set([
+  'append-events', 'compact-context', 'consolidate-memory', 'continue-operation', 'decide-memory', 'delete-memory',
+  'import-messages', 'plan-context', 'propose-memory', 'purge-memory', 'put-content', 'read-memory', 'recall-memory',
+  'reconcile', 'resident-snapshot',
+]);
+
+/** The request a command's request carries, which is filled the same way. */
+const CARRIED = { 'render-context': ['plan', 'plan-context'] };
+
+/** Where each command's name, duration and outcome are published. */
+const commands = channel('ctxkernel:command');
+
 /** What every host answers when the kernel traps (the trap's own text differs per engine). */
 const TRAPPED = 'the kernel trapped; the call was rolled back';
 
@@ -57,18 +79,41 @@ function requestText(request) {
   return text;
 }
 
+const isObject = (value) => value !== null && typeof value === 'object' && !Array.isArray(value);
+
 /** One kernel instance over one store. */
 export class Kernel {
   #store;
+  #clock;
   #exports = null;
 
-  /** @param store a MemoryStore, a SqliteStore, or any object with the same methods. */
-  constructor(store = new MemoryStore()) {
+  /**
+   * @param store a MemoryStore, a SqliteStore, or any object with the same methods.
+   * @param options.clock gives `now` to requests that leave it out (the host clock unless given).
+   */
+  constructor(store = new MemoryStore(), { clock = utcNow } = {}) {
     this.#store = store;
+    this.#clock = clock;
   }
 
   get store() {
     return this.#store;
+  }
+
+  get clock() {
+    return this.#clock;
+  }
+
+  /** `request` with what the caller left out filled in; the caller's object is not changed. */
+  #filled(command, request) {
+    if (!isObject(request)) {
+      throw new KernelError('invalid-request', `a ${command} request is an object, not ${request === null ? 'null' : Array.isArray(request) ? 'an array' : typeof request}`);
+    }
+    const out = { schemaVersion: 1, ...request };
+    if (TAKES_NOW.has(command) && !('now' in out)) out.now = this.#clock();
+    const carried = CARRIED[command];
+    if (carried && isObject(out[carried[0]])) out[carried[0]] = this.#filled(carried[1], out[carried[0]]);
+    return out;
   }
 
   /**
@@ -87,11 +132,11 @@ export class Kernel {
   }
 
   #json(command, request) {
-    return parseJson(this.call(command, request));
+    return parseJson(this.call(command, this.#filled(command, request)));
   }
 
   info() {
-    return this.#json('info', { schemaVersion: 1 });
+    return this.#json('info', {});
   }
   planContext(request) {
     return this.#json('plan-context', request);
@@ -111,7 +156,7 @@ export class Kernel {
   reconcile(request) {
     return this.#json('reconcile', request);
   }
-  readKernelEvents(request = { schemaVersion: 1 }) {
+  readKernelEvents(request = {}) {
     return this.#json('read-kernel-events', request);
   }
   proposeMemory(request) {
@@ -143,24 +188,24 @@ export class Kernel {
   }
   /** Plans and renders; `bodyJson` is the body's exact text, to send as it is (`body` is it parsed). */
   renderContext(request) {
-    const text = this.call('render-context', request);
+    const text = this.call('render-context', this.#filled('render-context', request));
     return { ...parseJson(text), bodyJson: memberText(text, 'body') };
   }
   validateRequest(request) {
     return this.#json('validate-request', request);
   }
-  verifyStore(request = { schemaVersion: 1 }) {
+  verifyStore(request = {}) {
     return this.#json('verify-store', request);
   }
 
-  /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. */
+  /** Stores `bytes` by their sha256; returns `{ contentRef, created }`. Text requests are sent as given. */
   putContent(request, bytes) {
-    return parseJson(this.call('put-content', request, bytes));
+    return parseJson(this.call('put-content', typeof request === 'string' ? request : this.#filled('put-content', request), bytes));
   }
 
-  /** The stored bytes, verified against their digest by the kernel. */
+  /** The stored bytes, verified against their digest by the kernel. Text requests are sent as given. */
   getContent(request) {
-    const text = requestText(request);
+    const text = requestText(typeof request === 'string' ? request : this.#filled('get-content', request));
     return this.#transact('get-content', (kernel) => kernel.getContent(text));
   }
 
@@ -169,15 +214,16 @@ export class Kernel {
    * provider, `provider(providerRequest)` is awaited and its answer handed
    * back. A provider that throws is a failed call; one that throws
    * `ProviderOutcomeUnknown` leaves the outcome unknown (`reconcile` it);
-   * an `AbortError` cancels the operation.
+   * an `AbortError` cancels the operation. An answer of another shape is a
+   * `KernelError` (`invalid-request`), and the operation stays awaiting.
    */
-  compact(request, provider, { clock } = {}) {
-    return drive(this, this.compactContext(request), provider, clock);
+  compact(request, provider) {
+    return drive(this, this.compactContext(request), provider);
   }
 
   /** Extracts candidate memories from a session, driving the provider loop like `compact`. */
-  consolidate(request, provider, { clock } = {}) {
-    return drive(this, this.consolidateMemory(request), provider, clock);
+  consolidate(request, provider) {
+    return drive(this, this.consolidateMemory(request), provider);
   }
 
   #instance() {
@@ -186,6 +232,22 @@ export class Kernel {
   }
 
   #transact(command, run) {
+    if (!commands.hasSubscribers) return this.#run(command, run);
+    const started = performance.now();
+    let outcome = 'internal';
+    try {
+      const result = this.#run(command, run);
+      outcome = 'ok';
+      return result;
+    } catch (e) {
+      if (e instanceof KernelError) outcome = e.code;
+      throw e;
+    } finally {
+      commands.publish({ command, outcome, durationMs: performance.now() - started });
+    }
+  }
+
+  #run(command, run) {
     const kernel = this.#instance();
     try {
       this.#store.begin(!READ_ONLY.has(command));

@@ -75,21 +75,20 @@ test('provider callbacks drive compaction: success, failure, unknown', async () 
     kernel.appendEvents(appendRequest(0, 120));
     return kernel;
   };
-  const clock = () => NOW;
   let asked;
   const done = await seeded().compact(compactRequest('provider'), async (request) => {
     asked = request;
     return { text: 'A long session about words.', usage: { inputTokens: 100, outputTokens: 7 } };
-  }, { clock });
+  });
   assert.equal(done.status, 'committed');
   assert.equal(asked.model, 'summarizer');
   assert.equal(asked.messages[0].role, 'system');
 
-  const degraded = await seeded().compact(compactRequest('provider'), async () => { throw new Error('HTTP 503'); }, { clock });
+  const degraded = await seeded().compact(compactRequest('provider'), async () => { throw new Error('HTTP 503'); });
   assert.equal(degraded.status, 'degraded');
 
   const kernel = seeded();
-  const unknown = await kernel.compact(compactRequest('provider'), async () => { throw new ProviderOutcomeUnknown('socket closed after send'); }, { clock });
+  const unknown = await kernel.compact(compactRequest('provider'), async () => { throw new ProviderOutcomeUnknown('socket closed after send'); });
   assert.equal(unknown.status, 'reconciliation-required');
   const retry = kernel.reconcile({ schemaVersion: 1, operationId: unknown.operationId, now: NOW, resolution: 'retry' });
   assert.equal(retry.status, 'awaiting-provider');
@@ -116,7 +115,7 @@ test('requests and answers keep every integer: text verbatim, BigInts written as
 
 test('a lone surrogate is an invalid request, not replaced by U+FFFD', () => {
   const kernel = new Kernel(new MemoryStore());
-  const refused = (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request is not valid Unicode: it holds a lone surrogate';
+  const refused = (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'the request is not valid Unicode: it holds a lone surrogate';
   assert.throws(() => kernel.call('info', '{"schemaVersion":1,"x":"\ud800"}'), refused);
   // In an object, JSON.stringify escapes it; the kernel gives the same answer.
   for (const lone of ['\ud800', '\udc00', 'a\ud800b']) {
@@ -128,7 +127,7 @@ test('a number that is not finite is refused, not written as null', () => {
   const kernel = new Kernel(new MemoryStore());
   for (const value of [NaN, Infinity, -Infinity]) {
     assert.throws(() => kernel.call('read-events', { schemaVersion: 1, sessionId: 's', afterSeq: value }),
-      (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'invalid-request: the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry');
+      (e) => e instanceof KernelError && e.code === 'invalid-request' && e.message === 'the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry');
   }
 });
 
@@ -146,6 +145,6 @@ test('a trap is one fixed internal error, rolled back, and the instance is repla
   const child = spawnSync(process.execPath, ['--wasm-max-mem-pages=128', new URL('./trap-child.js', import.meta.url).pathname], { encoding: 'utf8' });
   assert.equal(child.status, 0, child.stderr);
   assert.deepEqual(JSON.parse(child.stdout), {
-    code: 'internal', message: 'internal: the kernel trapped; the call was rolled back', detailJson: '{}', unchanged: true, next: 3,
+    code: 'internal', message: 'the kernel trapped; the call was rolled back', detailJson: '{}', unchanged: true, next: 3,
   });
 });
