@@ -12,7 +12,7 @@ CTXK        := $(TARGET_DIR)/release/ctxk
 # An offline fallback that installs the wasm32-wasip2 std when rustup cannot.
 WASIP2_FALLBACK ?=
 
-.PHONY: help toolchain component build node python jvm dist dist-pack dist-smoke parity parity-bless parity-check parity-runs parity-stress demo test examples bench eval fuzz clean
+.PHONY: help toolchain component host-schemas build node python jvm dist dist-pack dist-smoke parity parity-bless parity-check parity-runs parity-stress demo test examples bench eval fuzz clean
 
 help:
 	@echo "make demo   build, then replay a recorded 300-turn agent session through the kernel on every host"
@@ -63,11 +63,14 @@ demo: build node python jvm
 	@echo "Look around: $(CTXK) --store $(DEMO)/store.sqlite inspect memories (or sessions, tombstones, operations, events)"
 	@echo "            $(CTXK) --store $(DEMO)/store.sqlite recall \"when do releases go out\" --scope project:ledger-service"
 
+# The kernel's schemas as hosts type their APIs from them (host-shims/schemas.py).
+host-schemas:
+	python3 host-shims/schemas.py build/host-schemas
+
 # Node: the component transpiled by jco, typed from wit/schemas.
 NODE := host-shims/node
-node: component
+node: component host-schemas
 	cd $(NODE) && npm ci --no-audit --no-fund --loglevel=error
-	python3 host-shims/schemas.py build/host-schemas
 	cd $(NODE) && npm run --silent transpile && npm run --silent types
 	cp $(COMPONENT).sha256 $(NODE)/gen/
 
@@ -76,11 +79,10 @@ node: component
 PY_ENV := build/py
 PY := $(PY_ENV)/bin/python
 PY_PKG := host-shims/python/src/ctxkernel_sdk
-python: component
+python: component host-schemas
 	@[ -x $(PY) ] || python3 -m venv $(PY_ENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e 'host-shims/python[test]' datamodel-code-generator==0.89.0 build==1.6.1
 	cp $(COMPONENT) $(COMPONENT).sha256 $(PY_PKG)/
-	python3 host-shims/schemas.py build/host-schemas
 	$(PY_ENV)/bin/datamodel-codegen --input build/host-schemas --input-file-type jsonschema --output $(PY_PKG)/envelopes \
 	  --output-model-type typing.TypedDict --target-python-version 3.11 --use-standard-collections \
 	  --use-union-operator --disable-timestamp --formatters builtin 2>/dev/null
@@ -91,7 +93,8 @@ python: component
 # the packaged component holds that very module.
 JVM := host-shims/jvm
 MVN := mvn -q -B --no-transfer-progress
-jvm: component node
+jvm: component node host-schemas
+	python3 $(JVM)/scripts/envelopes.py build/host-schemas $(JVM)/src/main/java/dev/ctxkernel/Envelopes.java
 	cp $(NODE)/gen/ctxkernel.core.wasm build/ctxkernel.core.wasm
 	sha256sum build/ctxkernel.core.wasm | cut -d' ' -f1 > build/ctxkernel.core.sha256
 	@mkdir -p $(JVM)/src/main/resources/dev/ctxkernel/compiled

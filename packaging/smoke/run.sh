@@ -18,6 +18,7 @@ cp -r "$here/scenario.json" "$here/python" "$here/node" "$here/jvm" "$here/ctxk"
 mkdir "$work/quick"
 python3 "$here/quickstart.py" "$here/../../README.md" python "$work/quick/quick.py"
 python3 "$here/quickstart.py" "$here/../../README.md" ts "$work/node/quick.mts"
+python3 "$here/quickstart.py" "$here/../../README.md" java "$work/jvm/src/main/java/Quick.java"
 answers=$work/answers
 mkdir "$answers"
 outside() { # the path a package was loaded from must lie in the smoke directory
@@ -60,6 +61,12 @@ rm -rf "$HOME/.m2/repository/dev/ctxkernel/ctxkernel/$version"
   org.apache.maven.plugins:maven-dependency-plugin:3.11.0:build-classpath -Dmdep.outputFile=classpath.txt \
   && grep -q "dev/ctxkernel/ctxkernel/$version/ctxkernel-$version.jar" classpath.txt \
   && java -cp "target/classes:$(cat classpath.txt)" smoke.Smoke "$work/scenario.json" "$answers/jvm.jsonl" "$work/jvm.sqlite")
+echo "== JVM: the README's quick start, compiled with the project and run; a misspelled field must fail javac"
+(cd "$work/jvm" && java -cp "target/classes:$(cat classpath.txt)" Quick \
+  && mkdir misspelled && sed "0,/sessionId/s//sesionId/" src/main/java/Quick.java > misspelled/Quick.java && grep -q sesionId misspelled/Quick.java \
+  && if javac -d misspelled -cp "$(cat classpath.txt)" misspelled/Quick.java 2> misspelled/javac.txt; then
+       echo "javac passed a misspelled field" >&2; exit 1
+     fi && grep -q "sesionId" misspelled/javac.txt)
 
 echo "== ctxk: the binary alone, on the system's C library only"
 mkdir "$work/bin"

@@ -24,6 +24,12 @@ public enum ErrorCode {
         return name().toLowerCase(java.util.Locale.ROOT).replace('_', '-');
     }
 
+    /** The wire name: {@code invalid-request}, as every host prints it. */
+    @Override
+    public String toString() {
+        return wireName();
+    }
+
     public static ErrorCode fromWireName(String name) {
         return valueOf(name.toUpperCase(java.util.Locale.ROOT).replace('-', '_'));
     }

@@ -11,13 +11,13 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.json.JsonWriteFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.json.JsonMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.CharBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.StandardCharsets;
-import java.time.Instant;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
@@ -29,6 +29,13 @@ import java.util.function.Supplier;
  * to JVM bytecode by Chicory. Every command runs inside one store
  * transaction: committed when the kernel answers, rolled back when it answers
  * an error, traps, or the store throws.
+ *
+ * <p>The typed methods take the generated request records ({@link Envelopes})
+ * and fill what a caller leaves out: {@code schemaVersion}, and {@code now}
+ * from the kernel's clock (the host's, unless one is given), in the request
+ * and in the plan a render request carries. {@code call} sends a request as
+ * it is given. Each command is logged to the {@code dev.ctxkernel}
+ * {@link System.Logger}: its name, outcome code and duration, never a body.
  */
 public final class Kernel {
     /** The kernel's JSON commands, as named in the WIT. */
@@ -41,6 +48,12 @@ public final class Kernel {
     private static final Set<String> READ_ONLY = Set.of(
             "info", "read-events", "plan-context", "get-content", "read-kernel-events", "read-memory", "recall-memory", "resident-snapshot",
             "render-context", "validate-request", "verify-store");
+    /** The commands whose request carries {@code now} (the others refuse it). */
+    static final Set<String> TAKES_NOW = Set.of(
+            "append-events", "compact-context", "consolidate-memory", "continue-operation", "decide-memory", "delete-memory",
+            "import-messages", "plan-context", "propose-memory", "purge-memory", "put-content", "read-memory", "recall-memory",
+            "reconcile", "resident-snapshot");
+    private static final System.Logger LOG = System.getLogger("dev.ctxkernel");
     /** What every host answers when the kernel traps (the trap's own text differs per engine). */
     static final String TRAPPED = "the kernel trapped; the call was rolled back";
     /**
@@ -62,16 +75,23 @@ public final class Kernel {
             .build();
 
     private final Store store;
+    private final Supplier<String> clock;
     private final Long maxMemoryBytes;
     private Engine engine;
 
     public Kernel(Store store) {
-        this(store, null);
+        this(store, HostClock::now, null);
+    }
+
+    /** A kernel whose {@code clock} gives {@code now} to requests that leave it out. */
+    public Kernel(Store store, Supplier<String> clock) {
+        this(store, clock, null);
     }
 
     /** A kernel whose linear memory may not grow past {@code maxMemoryBytes}: a call that needs more traps. */
-    public Kernel(Store store, Long maxMemoryBytes) {
+    public Kernel(Store store, Supplier<String> clock, Long maxMemoryBytes) {
         this.store = store;
+        this.clock = clock;
         this.maxMemoryBytes = maxMemoryBytes;
     }
 
@@ -81,6 +101,11 @@ public final class Kernel {
 
     public Store store() {
         return store;
+    }
+
+    /** Gives {@code now} to requests that leave it out. */
+    public Supplier<String> clock() {
+        return clock;
     }
 
     /** The sha256 of the one component this host runs (as {@code sha256sum build/ctxkernel.wasm} prints it). */
@@ -101,6 +126,25 @@ public final class Kernel {
     }
 
     private byte[] transact(String command, byte[]... args) {
+        long started = System.nanoTime();
+        String outcome = "internal";
+        try {
+            byte[] answer = run(command, args);
+            outcome = "ok";
+            return answer;
+        } catch (KernelException e) {
+            outcome = e.code().wireName();
+            throw e;
+        } finally {
+            System.Logger.Level level = outcome.equals("ok") ? System.Logger.Level.DEBUG
+                    : outcome.equals("internal") || outcome.equals("storage-failure") ? System.Logger.Level.WARNING : System.Logger.Level.INFO;
+            if (LOG.isLoggable(level)) {
+                LOG.log(level, "{0}: {1} in {2} ms", command, outcome, String.format(java.util.Locale.ROOT, "%.2f", (System.nanoTime() - started) / 1e6));
+            }
+        }
+    }
+
+    private byte[] run(String command, byte[]... args) {
         Engine inst = engine();
         try {
             store.begin(!READ_ONLY.contains(command));
@@ -157,7 +201,12 @@ public final class Kernel {
         return new String(transact(command, utf8(request), content), StandardCharsets.UTF_8);
     }
 
-    /** Runs one command with a request object (a map, record or JSON tree) and parses the answer. */
+    /** Answers a provider-backed operation, whichever command began it. */
+    JsonNode continued(ObjectNode request) {
+        return typed("continue-operation", request, JsonNode.class);
+    }
+
+    /** Runs one command with a request object (a map, record or JSON tree), sent as given, and parses the answer. */
     public <T> T call(String command, Object request, Class<T> type) {
         try {
             return JSON.readValue(call(command, text(request)), type);
@@ -205,86 +254,115 @@ public final class Kernel {
         }
     }
 
+    /**
+     * {@code request} as a JSON object with what the caller left out filled in: {@code schemaVersion},
+     * and {@code now} from the kernel's clock where the command takes it (and in a plan a render request carries).
+     */
+    private ObjectNode filled(String command, Object request) {
+        JsonNode tree = request instanceof JsonNode node ? node.deepCopy() : JSON.valueToTree(request);
+        if (!(tree instanceof ObjectNode out)) {
+            throw new KernelException(ErrorCode.INVALID_REQUEST, "a " + command + " request is an object, not " + (tree == null ? "null" : tree.getNodeType().toString().toLowerCase(java.util.Locale.ROOT)), "{}", null);
+        }
+        if (!out.has("schemaVersion")) {
+            out.put("schemaVersion", 1);
+        }
+        if (TAKES_NOW.contains(command) && !out.has("now")) {
+            out.put("now", clock.get());
+        }
+        if (command.equals("render-context") && out.get("plan") instanceof ObjectNode plan) {
+            out.set("plan", filled("plan-context", plan));
+        }
+        return out;
+    }
+
+    /** Runs one command with a typed request, filled, and parses the answer. */
+    private <T> T typed(String command, Object request, Class<T> type) {
+        return call(command, filled(command, request), type);
+    }
+
     public Envelopes.InfoResponse info() {
-        return call("info", Map.of("schemaVersion", 1), Envelopes.InfoResponse.class);
+        return typed("info", Map.of(), Envelopes.InfoResponse.class);
     }
 
-    public Envelopes.ContextPlan planContext(Object request) {
-        return call("plan-context", request, Envelopes.ContextPlan.class);
+    public Envelopes.ContextPlan planContext(Envelopes.PlanRequest request) {
+        return typed("plan-context", request, Envelopes.ContextPlan.class);
     }
 
-    public Envelopes.AppendEventsResponse appendEvents(Object request) {
-        return call("append-events", request, Envelopes.AppendEventsResponse.class);
+    public Envelopes.AppendEventsResponse appendEvents(Envelopes.AppendEventsRequest request) {
+        return typed("append-events", request, Envelopes.AppendEventsResponse.class);
     }
 
-    public Envelopes.ReadEventsResponse readEvents(Object request) {
-        return call("read-events", request, Envelopes.ReadEventsResponse.class);
+    public Envelopes.ReadEventsResponse readEvents(Envelopes.ReadEventsRequest request) {
+        return typed("read-events", request, Envelopes.ReadEventsResponse.class);
     }
 
-    public Envelopes.CompactResponse compactContext(Object request) {
-        return call("compact-context", request, Envelopes.CompactResponse.class);
+    public Envelopes.CompactResponse compactContext(Envelopes.CompactRequest request) {
+        return typed("compact-context", request, Envelopes.CompactResponse.class);
     }
 
-    public Envelopes.CompactResponse continueOperation(Object request) {
-        return call("continue-operation", request, Envelopes.CompactResponse.class);
+    /** Answers a compaction that is {@code awaiting-provider}. */
+    public Envelopes.CompactResponse continueOperation(Envelopes.ContinueRequest request) {
+        return typed("continue-operation", request, Envelopes.CompactResponse.class);
     }
 
-    public Envelopes.CompactResponse reconcile(Object request) {
-        return call("reconcile", request, Envelopes.CompactResponse.class);
+    /** Settles a compaction whose provider call has an unknown outcome. */
+    public Envelopes.CompactResponse reconcile(Envelopes.ReconcileRequest request) {
+        return typed("reconcile", request, Envelopes.CompactResponse.class);
     }
 
     /** Settles a deletion's pending replicas ({@code reconcile} with a {@code del-…} operation id). */
-    public Envelopes.DeletionReceipt reconcileDeletion(Object request) {
-        return call("reconcile", request, Envelopes.DeletionReceipt.class);
+    public Envelopes.DeletionReceipt reconcileDeletion(Envelopes.ReconcileRequest request) {
+        return typed("reconcile", request, Envelopes.DeletionReceipt.class);
     }
 
-    public Envelopes.KernelEvents readKernelEvents(Object request) {
-        return call("read-kernel-events", request, Envelopes.KernelEvents.class);
+    public Envelopes.ReadKernelEventsResponse readKernelEvents(Envelopes.ReadKernelEventsRequest request) {
+        return typed("read-kernel-events", request, Envelopes.ReadKernelEventsResponse.class);
     }
 
-    public Envelopes.ProposeResponse proposeMemory(Object request) {
-        return call("propose-memory", request, Envelopes.ProposeResponse.class);
+    public Envelopes.ProposeResponse proposeMemory(Envelopes.ProposeRequest request) {
+        return typed("propose-memory", request, Envelopes.ProposeResponse.class);
     }
 
-    public Envelopes.ConsolidateResponse consolidateMemory(Object request) {
-        return call("consolidate-memory", request, Envelopes.ConsolidateResponse.class);
+    public Envelopes.ConsolidateResponse consolidateMemory(Envelopes.ConsolidateRequest request) {
+        return typed("consolidate-memory", request, Envelopes.ConsolidateResponse.class);
     }
 
-    public Envelopes.MemoryReceipt decideMemory(Object request) {
-        return call("decide-memory", request, Envelopes.MemoryReceipt.class);
+    public Envelopes.MemoryReceipt decideMemory(Envelopes.DecideRequest request) {
+        return typed("decide-memory", request, Envelopes.MemoryReceipt.class);
     }
 
-    public Envelopes.DeletionReceipt deleteMemory(Object request) {
-        return call("delete-memory", request, Envelopes.DeletionReceipt.class);
+    public Envelopes.DeletionReceipt deleteMemory(Envelopes.DeleteRequest request) {
+        return typed("delete-memory", request, Envelopes.DeletionReceipt.class);
     }
 
-    public Envelopes.PurgeReceipt purgeMemory(Object request) {
-        return call("purge-memory", request, Envelopes.PurgeReceipt.class);
+    public Envelopes.PurgeReceipt purgeMemory(Envelopes.PurgeRequest request) {
+        return typed("purge-memory", request, Envelopes.PurgeReceipt.class);
     }
 
-    public Envelopes.ReadMemoryResponse readMemory(Object request) {
-        return call("read-memory", request, Envelopes.ReadMemoryResponse.class);
+    public Envelopes.ReadMemoryResponse readMemory(Envelopes.ReadMemoryRequest request) {
+        return typed("read-memory", request, Envelopes.ReadMemoryResponse.class);
     }
 
-    public Envelopes.RecallResponse recallMemory(Object request) {
-        return call("recall-memory", request, Envelopes.RecallResponse.class);
+    public Envelopes.RecallResponse recallMemory(Envelopes.RecallRequest request) {
+        return typed("recall-memory", request, Envelopes.RecallResponse.class);
     }
 
-    public Envelopes.ResidentSnapshot residentSnapshot(Object request) {
-        return call("resident-snapshot", request, Envelopes.ResidentSnapshot.class);
+    public Envelopes.ResidentSnapshot residentSnapshot(Envelopes.ResidentRequest request) {
+        return typed("resident-snapshot", request, Envelopes.ResidentSnapshot.class);
     }
 
-    public Envelopes.ImportResponse importMessages(Object request) {
-        return call("import-messages", request, Envelopes.ImportResponse.class);
+    /** Appends what the session does not hold yet of a provider transcript; importing it again appends nothing. */
+    public Envelopes.ImportResponse importMessages(Envelopes.ImportRequest request) {
+        return typed("import-messages", request, Envelopes.ImportResponse.class);
     }
 
     /** Plans and renders; the response's {@code bodyJson} is the body's exact text, to send as it is. */
-    public Envelopes.RenderResponse renderContext(Object request) {
-        String text = call("render-context", text(request));
+    public Envelopes.RenderResponse renderContext(Envelopes.RenderRequest request) {
+        String text = call("render-context", text(filled("render-context", request)));
         try {
-            Envelopes.RenderResponse r = JSON.readValue(text, Envelopes.RenderResponse.class);
-            return new Envelopes.RenderResponse(r.binding(), r.body(), member(text, "body"), r.budget(), r.format(), r.notes(),
-                    r.planDigest(), r.planId(), r.schemaVersion());
+            ObjectNode response = (ObjectNode) JSON.readTree(text);
+            response.put("bodyJson", member(text, "body"));
+            return JSON.treeToValue(response, Envelopes.RenderResponse.class);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
@@ -309,41 +387,45 @@ public final class Kernel {
         throw new IOException("the response has no `" + name + "`");
     }
 
-    public Envelopes.ValidateResponse validateRequest(Object request) {
-        return call("validate-request", request, Envelopes.ValidateResponse.class);
+    public Envelopes.ValidateResponse validateRequest(Envelopes.ValidateRequest request) {
+        return typed("validate-request", request, Envelopes.ValidateResponse.class);
     }
 
     /** Reads every memory entry against its record and names each problem by key; changes nothing. */
     public Envelopes.VerifyReport verifyStore() {
-        return call("verify-store", Map.of("schemaVersion", 1), Envelopes.VerifyReport.class);
+        return typed("verify-store", Map.of(), Envelopes.VerifyReport.class);
     }
 
     /** Stores {@code content} by its sha256. */
-    public Envelopes.PutContentResponse putContent(Object request, byte[] content) {
+    public Envelopes.PutContentResponse putContent(Envelopes.PutContentRequest request, byte[] content) {
         try {
-            return JSON.readValue(call("put-content", text(request), content), Envelopes.PutContentResponse.class);
+            return JSON.readValue(call("put-content", text(filled("put-content", request)), content), Envelopes.PutContentResponse.class);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
     }
 
     /** The stored bytes, verified against their digest by the kernel. */
-    public byte[] getContent(Object request) {
-        return transact("get-content", utf8(text(request)));
+    public byte[] getContent(Envelopes.GetContentRequest request) {
+        return transact("get-content", utf8(text(filled("get-content", request))));
     }
 
-    /** Compacts, asking {@code provider} whenever the kernel waits for a summary. */
-    public Envelopes.CompactResponse compact(Object request, Provider provider, Supplier<String> clock) {
-        return ProviderLoop.drive(this, compactContext(request), Envelopes.CompactResponse.class, provider, clock);
+    /** {@code get-content} with request text sent as given. */
+    public byte[] getContent(String request) {
+        return transact("get-content", utf8(request));
     }
 
-    /** {@link #compact(Object, Provider, Supplier)} on the wall clock. */
-    public Envelopes.CompactResponse compact(Object request, Provider provider) {
-        return compact(request, provider, () -> Instant.now().toString());
+    /**
+     * Compacts, asking {@code provider} whenever the kernel waits for a summary. An answer of no
+     * shape (null, or without text) is a {@code KernelException} ({@code invalid-request}, its detail
+     * naming the {@code field} and the {@code operationId} still awaiting).
+     */
+    public Envelopes.CompactResponse compact(Envelopes.CompactRequest request, Provider provider) {
+        return ProviderLoop.drive(this, typed("compact-context", request, JsonNode.class), Envelopes.CompactResponse.class, provider);
     }
 
-    /** Extracts candidate memories from a session, asking {@code provider} when the kernel waits for one. */
-    public Envelopes.ConsolidateResponse consolidate(Object request, Provider provider, Supplier<String> clock) {
-        return ProviderLoop.drive(this, consolidateMemory(request), Envelopes.ConsolidateResponse.class, provider, clock);
+    /** Extracts candidate memories from a session, asking {@code provider} like {@link #compact}. */
+    public Envelopes.ConsolidateResponse consolidate(Envelopes.ConsolidateRequest request, Provider provider) {
+        return ProviderLoop.drive(this, typed("consolidate-memory", request, JsonNode.class), Envelopes.ConsolidateResponse.class, provider);
     }
 }

@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 
 /**
  * The one error every command throws: the kernel's code, message and detail.
+ * {@link #code()} prints as the kernel's kebab-case code ({@code invalid-request}); the message does not repeat it.
  * {@link #detailJson()} is the kernel's detail text, byte for byte; {@link #detail()} is it parsed.
  */
 public final class KernelException extends RuntimeException {
@@ -16,7 +17,7 @@ public final class KernelException extends RuntimeException {
     }
 
     KernelException(ErrorCode code, String message, String detailJson, Throwable cause) {
-        super(code.wireName() + ": " + message, cause);
+        super(message, cause);
         this.code = code;
         this.detailJson = detailJson == null || detailJson.isEmpty() ? "{}" : detailJson;
         this.detail = parse(this.detailJson);
@@ -28,6 +29,12 @@ public final class KernelException extends RuntimeException {
         } catch (Exception e) {
             return Kernel.JSON.createObjectNode();
         }
+    }
+
+    /** The code, then the message: {@code KernelException[invalid-request]: …}. */
+    @Override
+    public String toString() {
+        return "KernelException[" + code + "]: " + getMessage();
     }
 
     public ErrorCode code() {

@@ -202,7 +202,7 @@ public final class Parity {
                     default -> "{\"step\":" + i + ",\"ok\":" + kernel.call(command, request) + "}";
                 };
             } catch (KernelException e) {
-                String message = e.getMessage().substring(e.code().wireName().length() + 2);
+                String message = e.getMessage();
                 line = "{\"step\":" + i + ",\"error\":{\"code\":\"" + e.code().wireName() + "\",\"detail\":" + e.detailJson()
                         + ",\"message\":" + json(message) + "}}";
             }

@@ -1,5 +1,7 @@
 package dev.ctxkernel;
 
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -8,7 +10,19 @@ import java.util.Map;
 final class Fixtures {
     static final String NOW = "2026-06-01T12:00:00Z";
 
+    /** Refuses what a request record does not declare, so a test's request reaches the kernel whole. */
+    private static final ObjectMapper STRICT = Kernel.JSON.copy().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+
     private Fixtures() {}
+
+    /** A request written as maps or as JSON text, as its typed record. */
+    static <T> T as(Object request, Class<T> type) {
+        try {
+            return request instanceof String text ? STRICT.readValue(text, type) : STRICT.convertValue(request, type);
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new IllegalArgumentException(e);
+        }
+    }
 
     static Map<String, Object> item(long seq, String role, String text) {
         Map<String, Object> item = new LinkedHashMap<>();

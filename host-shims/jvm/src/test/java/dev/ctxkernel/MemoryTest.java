@@ -16,8 +16,8 @@ class MemoryTest {
     private static final Map<String, Object> ADMIN = Map.of("kind", "management", "actor", "lead");
 
     private static void said(Kernel kernel, long seq, String text) {
-        kernel.appendEvents(Map.of("schemaVersion", 1, "sessionId", "s1", "expectedHead", Map.of("seq", seq - 1),
-                "items", List.of(Fixtures.item(seq, "user", text)), "now", NOW));
+        kernel.appendEvents(Fixtures.as(Map.of("schemaVersion", 1, "sessionId", "s1", "expectedHead", Map.of("seq", seq - 1),
+                "items", List.of(Fixtures.item(seq, "user", text)), "now", NOW), Envelopes.AppendEventsRequest.class));
     }
 
     private static Map<String, Object> candidate(String content, long seq) {
@@ -37,8 +37,8 @@ class MemoryTest {
     }
 
     private static Envelopes.RecallResponse recall(Kernel kernel, String query) {
-        return kernel.recallMemory(Map.of("schemaVersion", 1, "now", NOW, "query", query,
-                "scopes", List.of(Map.of("scope", "project", "scopeId", "web")), "sink", "model:test"));
+        return kernel.recallMemory(Fixtures.as(Map.of("schemaVersion", 1, "now", NOW, "query", query,
+                "scopes", List.of(Map.of("scope", "project", "scopeId", "web")), "sink", "model:test"), Envelopes.RecallRequest.class));
     }
 
     @Test
@@ -46,32 +46,32 @@ class MemoryTest {
         MemoryStore store = new MemoryStore();
         Kernel kernel = new Kernel(store);
         said(kernel, 1, "remember: we use yarn for the web app");
-        var proposed = kernel.proposeMemory(Map.of("schemaVersion", 1, "now", NOW,
-                "candidates", List.of(candidate("we use yarn for the web app", 1)))).receipts().get(0);
-        assertEquals("candidate", proposed.memory().state());
+        var proposed = kernel.proposeMemory(Fixtures.as(Map.of("schemaVersion", 1, "now", NOW,
+                "candidates", List.of(candidate("we use yarn for the web app", 1))), Envelopes.ProposeRequest.class)).receipts().get(0);
+        assertEquals("candidate", proposed.memory().state().toString());
         assertTrue(recall(kernel, "which package manager").memories().isEmpty(), "candidates are never recalled");
         String first = proposed.memory().memoryId();
-        kernel.decideMemory(inProject(Map.of("memoryId", first, "action", "activate", "authority", ADMIN)));
+        kernel.decideMemory(Fixtures.as(inProject(Map.of("memoryId", first, "action", "activate", "authority", ADMIN)), Envelopes.DecideRequest.class));
         said(kernel, 2, "correction: we use pnpm for the web app now");
-        var moved = kernel.proposeMemory(Map.of("schemaVersion", 1, "now", NOW, "authority", Map.of("kind", "user-explicit", "sessionId", "s1"),
-                "candidates", List.of(candidate("we use pnpm for the web app", 2)))).receipts().get(0);
+        var moved = kernel.proposeMemory(Fixtures.as(Map.of("schemaVersion", 1, "now", NOW, "authority", Map.of("kind", "user-explicit", "sessionId", "s1"),
+                "candidates", List.of(candidate("we use pnpm for the web app", 2))), Envelopes.ProposeRequest.class)).receipts().get(0);
         assertEquals(List.of(first), moved.superseded());
         var found = recall(kernel, "which package manager does the web app use").memories();
         assertEquals("we use pnpm for the web app", found.get(0).content());
         assertEquals("we use yarn for the web app", found.get(0).history().get(0).content());
         String before = store.dump();
         var refused = assertThrows(KernelException.class,
-                () -> kernel.decideMemory(inProject(Map.of("memoryId", first, "action", "activate", "authority", ADMIN))));
+                () -> kernel.decideMemory(Fixtures.as(inProject(Map.of("memoryId", first, "action", "activate", "authority", ADMIN)), Envelopes.DecideRequest.class)));
         assertEquals(ErrorCode.ILLEGAL_TRANSITION, refused.code());
         assertEquals(before, store.dump());
-        var deletion = kernel.deleteMemory(inProject(Map.of("requestId", "forget-pm", "subject", "team-web",
-                "selector", Map.of("key", "web.package-manager"), "authority", ADMIN, "fence", 1, "replicas", List.of("laptop"))));
+        var deletion = kernel.deleteMemory(Fixtures.as(inProject(Map.of("requestId", "forget-pm", "subject", "team-web",
+                "selector", Map.of("key", "web.package-manager"), "authority", ADMIN, "fence", 1, "replicas", List.of("laptop"))), Envelopes.DeleteRequest.class));
         assertEquals(2, deletion.matched());
-        assertEquals("partial", deletion.status());
+        assertEquals("partial", deletion.status().toString());
         assertTrue(recall(kernel, "package manager").memories().isEmpty());
-        var settled = kernel.reconcileDeletion(Map.of("schemaVersion", 1, "now", NOW, "operationId", deletion.deletionId(),
-                "replicas", List.of(Map.of("replica", "laptop", "deleted", true))));
-        assertEquals("complete", settled.status());
+        var settled = kernel.reconcileDeletion(Fixtures.as(Map.of("schemaVersion", 1, "now", NOW, "operationId", deletion.deletionId(),
+                "replicas", List.of(Map.of("replica", "laptop", "deleted", true))), Envelopes.ReconcileRequest.class));
+        assertEquals("complete", settled.status().toString());
     }
 
     @Test
@@ -82,7 +82,7 @@ class MemoryTest {
         String proposed = kernel.call("propose-memory", Kernel.JSON.writeValueAsString(Map.of("schemaVersion", 1, "now", NOW,
                 "candidates", List.of(candidate("we use pnpm", 1)))));
         var receipt = strict.readValue(proposed, Envelopes.ProposeResponse.class).receipts().get(0);
-        kernel.decideMemory(inProject(Map.of("memoryId", receipt.memory().memoryId(), "action", "activate", "authority", ADMIN)));
+        kernel.decideMemory(Fixtures.as(inProject(Map.of("memoryId", receipt.memory().memoryId(), "action", "activate", "authority", ADMIN)), Envelopes.DecideRequest.class));
         String recalled = kernel.call("recall-memory", Kernel.JSON.writeValueAsString(Map.of("schemaVersion", 1, "now", NOW,
                 "query", "pnpm", "scopes", List.of(Map.of("scope", "project", "scopeId", "web")), "sink", "model:test")));
         assertEquals(1, strict.readValue(recalled, Envelopes.RecallResponse.class).memories().size());
@@ -98,18 +98,18 @@ class MemoryTest {
         said(kernel, 1, "Please remember that staging runs in Frankfurt. Why is CI red?");
         Map<String, Object> request = new HashMap<>(Map.of("schemaVersion", 1, "sessionId", "s1", "now", NOW, "strategy", "provider",
                 "provider", Map.of("model", "extractor", "maxTokens", 300)));
-        var done = kernel.consolidate(request, ask -> {
+        var done = kernel.consolidate(Fixtures.as(request, Envelopes.ConsolidateRequest.class), ask -> {
             assertEquals("extractor", ask.model());
             return new Provider.Answer("{\"memories\": [{\"seq\": 1, \"category\": \"fact\", \"content\": \"staging runs in Frankfurt\"}]}", 40, 12);
-        }, () -> NOW);
-        assertEquals("proposed", done.status());
+        });
+        assertEquals("proposed", done.status().toString());
         assertEquals("staging runs in Frankfurt", done.receipts().get(0).memory().content());
-        assertEquals("candidate", done.receipts().get(0).memory().state());
+        assertEquals("candidate", done.receipts().get(0).memory().state().toString());
         request.put("provider", Map.of("model", "other", "maxTokens", 300));
-        var degraded = kernel.consolidate(request, ask -> {
+        var degraded = kernel.consolidate(Fixtures.as(request, Envelopes.ConsolidateRequest.class), ask -> {
             throw new IllegalStateException("HTTP 503");
-        }, () -> NOW);
-        assertEquals("degraded", degraded.status());
+        });
+        assertEquals("degraded", degraded.status().toString());
         assertTrue(degraded.receipts().get(0).merged());
     }
 
@@ -123,6 +123,6 @@ class MemoryTest {
         var report = kernel.verifyStore();
         assertEquals(1, report.problemCount());
         assertEquals(List.of("dangling-link", "mem/scope/project/web/mem-ghost", "mem-ghost"),
-                List.of(report.problems().get(0).kind(), report.problems().get(0).key(), report.problems().get(0).memoryId()));
+                List.of(report.problems().get(0).kind().toString(), report.problems().get(0).key(), report.problems().get(0).memoryId()));
     }
 }

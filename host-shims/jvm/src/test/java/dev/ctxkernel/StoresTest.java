@@ -41,18 +41,18 @@ class StoresTest {
         Path path = dir.resolve("store.sqlite");
         try (SqliteStore store = new SqliteStore(path.toString())) {
             Kernel kernel = new Kernel(store);
-            kernel.appendEvents(Fixtures.append(0, 2));
+            kernel.appendEvents(Fixtures.as(Fixtures.append(0, 2), Envelopes.AppendEventsRequest.class));
             Process first = child(path, 2);
             JsonNode won = Kernel.JSON.readTree(first.getInputStream().readAllBytes());
             assertEquals(0, first.waitFor());
             assertEquals(3, won.get("head").get("seq").asLong());
-            assertEquals(3, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq(), "this process sees the other's write");
+            assertEquals(3, kernel.planContext(Fixtures.as(Fixtures.PLAN, Envelopes.PlanRequest.class)).binding().sessionHead().seq(), "this process sees the other's write");
             Process second = child(path, 2);
             JsonNode lost = Kernel.JSON.readTree(second.getInputStream().readAllBytes());
             assertEquals(3, second.waitFor());
             assertEquals("stale", lost.get("code").asText());
             assertEquals(3, lost.get("detail").get("currentHead").get("seq").asLong());
-            assertEquals(3, kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1")).events().size());
+            assertEquals(3, kernel.readEvents(Fixtures.as(Map.of("schemaVersion", 1, "sessionId", "s1"), Envelopes.ReadEventsRequest.class)).events().size());
             assertEquals(2, kernel.info().store().revision());
         }
     }
@@ -76,22 +76,22 @@ class StoresTest {
         try (SqliteStore store = new SqliteStore(path.toString(), Duration.ofMillis(300));
                 var writer = DriverManager.getConnection("jdbc:sqlite:" + path)) {
             Kernel kernel = new Kernel(store);
-            kernel.appendEvents(Fixtures.append(0, 2));
+            kernel.appendEvents(Fixtures.as(Fixtures.append(0, 2), Envelopes.AppendEventsRequest.class));
             // Another connection holds the write lock, as a long compaction would.
             writer.createStatement().execute("BEGIN IMMEDIATE");
             writer.createStatement().execute("UPDATE ctxk_entries SET revision = revision + 1");
             // The lock is held throughout: a read that waited for it would fail busy.
-            assertEquals(2, kernel.planContext(Fixtures.PLAN).binding().sessionHead().seq());
-            assertEquals(2, kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "s1")).events().size());
+            assertEquals(2, kernel.planContext(Fixtures.as(Fixtures.PLAN, Envelopes.PlanRequest.class)).binding().sessionHead().seq());
+            assertEquals(2, kernel.readEvents(Fixtures.as(Map.of("schemaVersion", 1, "sessionId", "s1"), Envelopes.ReadEventsRequest.class)).events().size());
             assertEquals(1, kernel.info().store().revision(), "readers see the last commit, not the open transaction");
             long started = System.nanoTime();
-            KernelException busy = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.append(2, 1)));
+            KernelException busy = assertThrows(KernelException.class, () -> kernel.appendEvents(Fixtures.as(Fixtures.append(2, 1), Envelopes.AppendEventsRequest.class)));
             assertTrue(System.nanoTime() - started >= 290_000_000L);
             assertEquals(ErrorCode.STORAGE_FAILURE, busy.code());
-            assertEquals("storage-failure: cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms",
+            assertEquals("cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms",
                     busy.getMessage());
             writer.createStatement().execute("ROLLBACK");
-            assertEquals(3, kernel.appendEvents(Fixtures.append(2, 1)).head().seq());
+            assertEquals(3, kernel.appendEvents(Fixtures.as(Fixtures.append(2, 1), Envelopes.AppendEventsRequest.class)).head().seq());
         }
     }
 }

@@ -34,25 +34,25 @@ class TranscriptsTest {
         ObjectMapper strict = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
         var first = strict.readValue(kernel.call("import-messages", IMPORT), Envelopes.ImportResponse.class);
         assertEquals(5, first.appended().size(), "the tool definition, the system message and three turns");
-        var again = kernel.importMessages(IMPORT);
+        var again = kernel.importMessages(Fixtures.as(IMPORT, Envelopes.ImportRequest.class));
         assertEquals(List.of(0L, 5L), List.of((long) again.appended().size(), again.skipped()));
         assertEquals(first.head(), again.head());
         Map<String, Object> render = Map.of("schemaVersion", 1, "format", "anthropic-messages", "plan", PLAN);
         String text = kernel.call("render-context", Kernel.JSON.writeValueAsString(render));
         var rendered = strict.readValue(text, Envelopes.RenderResponse.class);
-        assertEquals(kernel.planContext(PLAN).digest(), rendered.planDigest());
+        assertEquals(kernel.planContext(Fixtures.as(PLAN, Envelopes.PlanRequest.class)).digest(), rendered.planDigest());
         JsonNode body = rendered.body();
         assertEquals("Be terse.", body.get("system").asText());
         assertEquals("tool_use", body.at("/messages/1/content/0/type").asText());
         // The largest whole number on the wire is in the kernel's text, digit for digit.
         assertTrue(text.contains("\"n\":9007199254740991"), text);
-        var verdict = kernel.validateRequest(Map.of("schemaVersion", 1, "format", "anthropic-messages", "body", body));
+        var verdict = kernel.validateRequest(Fixtures.as(Map.of("schemaVersion", 1, "format", "anthropic-messages", "body", body), Envelopes.ValidateRequest.class));
         assertTrue(verdict.valid(), verdict.violations().toString());
         // renderContext hands the body's own text over, digits and escapes as the kernel wrote them.
         for (String format : List.of("anthropic-messages", "openai-chat", "openai-responses")) {
             Map<String, Object> request = Map.of("schemaVersion", 1, "format", format, "plan", PLAN);
             String whole = kernel.call("render-context", Kernel.JSON.writeValueAsString(request));
-            var typed = kernel.renderContext(request);
+            var typed = kernel.renderContext(Fixtures.as(request, Envelopes.RenderRequest.class));
             assertTrue(whole.contains(",\"body\":" + typed.bodyJson() + ",\"budget\":"), format);
             assertEquals(typed.body(), Kernel.JSON.readTree(typed.bodyJson()), format);
         }
@@ -75,14 +75,14 @@ class TranscriptsTest {
         Kernel kernel = new Kernel(new MemoryStore());
         var body = Map.of("model", "m", "max_tokens", 10, "messages",
                 List.of(Map.of("role", "assistant", "content", List.of(Map.of("type", "tool_use", "id", "x", "name", "f", "input", Map.of())))));
-        var verdict = kernel.validateRequest(Map.of("schemaVersion", 1, "format", "anthropic-messages", "body", body));
+        var verdict = kernel.validateRequest(Fixtures.as(Map.of("schemaVersion", 1, "format", "anthropic-messages", "body", body), Envelopes.ValidateRequest.class));
         assertFalse(verdict.valid());
         assertTrue(verdict.violations().stream().anyMatch(v -> v.rule().equals("call-without-result")), verdict.violations().toString());
         String orphan = IMPORT.replace("\"tool_call_id\": \"call_1\"", "\"tool_call_id\": \"call_nobody\"");
         var error = assertThrows(KernelException.class, () -> kernel.call("import-messages", orphan));
         assertEquals(ErrorCode.INVALID_REQUEST, error.code());
         assertTrue(error.getMessage().contains("call_nobody"), error.getMessage());
-        var missing = assertThrows(KernelException.class, () -> kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", "t1")));
+        var missing = assertThrows(KernelException.class, () -> kernel.readEvents(Fixtures.as(Map.of("schemaVersion", 1, "sessionId", "t1"), Envelopes.ReadEventsRequest.class)));
         assertEquals(ErrorCode.NOT_FOUND, missing.code());
     }
 }

@@ -3,6 +3,42 @@ package dev.ctxkernel.jetbrains;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.ctxkernel.Envelopes;
+import dev.ctxkernel.Envelopes.AppendEventsRequest;
+import dev.ctxkernel.Envelopes.Authority;
+import dev.ctxkernel.Envelopes.AuthorityKind;
+import dev.ctxkernel.Envelopes.CompactRequest;
+import dev.ctxkernel.Envelopes.ContextItem;
+import dev.ctxkernel.Envelopes.DecideRequest;
+import dev.ctxkernel.Envelopes.DeleteRequest;
+import dev.ctxkernel.Envelopes.ExpectedHead;
+import dev.ctxkernel.Envelopes.Format;
+import dev.ctxkernel.Envelopes.GetContentRequest;
+import dev.ctxkernel.Envelopes.History;
+import dev.ctxkernel.Envelopes.ImportRequest;
+import dev.ctxkernel.Envelopes.MemoryCandidate;
+import dev.ctxkernel.Envelopes.ModelProfile;
+import dev.ctxkernel.Envelopes.Origin;
+import dev.ctxkernel.Envelopes.PlanRequest;
+import dev.ctxkernel.Envelopes.ProposeRequest;
+import dev.ctxkernel.Envelopes.Provenance;
+import dev.ctxkernel.Envelopes.ProviderConfig;
+import dev.ctxkernel.Envelopes.PutContentRequest;
+import dev.ctxkernel.Envelopes.ReadEventsRequest;
+import dev.ctxkernel.Envelopes.RecallRequest;
+import dev.ctxkernel.Envelopes.RenderPolicy;
+import dev.ctxkernel.Envelopes.RenderRequest;
+import dev.ctxkernel.Envelopes.ResidentRequest;
+import dev.ctxkernel.Envelopes.Scope;
+import dev.ctxkernel.Envelopes.ScopeRef;
+import dev.ctxkernel.Envelopes.Selector;
+import dev.ctxkernel.Envelopes.Sensitivity;
+import dev.ctxkernel.Envelopes.SourceKind;
+import dev.ctxkernel.Envelopes.SourceRef;
+import dev.ctxkernel.Envelopes.Strategy;
+import dev.ctxkernel.Envelopes.ToolCall;
+import dev.ctxkernel.Envelopes.ToolOutcome;
+import dev.ctxkernel.HostClock;
+import dev.ctxkernel.Items;
 import dev.ctxkernel.ErrorCode;
 import dev.ctxkernel.Kernel;
 import dev.ctxkernel.KernelException;
@@ -17,7 +53,6 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.Instant;
 import java.util.ArrayList;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -46,8 +81,11 @@ import java.util.regex.Pattern;
  * renders, as its exact bytes.
  */
 public final class ContextKernelService implements AutoCloseable {
-    private static final Map<String, Object> MODEL =
-            Map.of("profile", "ide-chat-32k", "window", 32_768, "reservedOutput", 4_096, "safetyMargin", 1_024);
+    private static final ModelProfile MODEL =
+            ModelProfile.builder().profile("ide-chat-32k").window(32_768L).reservedOutput(4_096L).safetyMargin(1_024L).build();
+    /** Where planned context goes, and what every item the IDE writes may reach. */
+    private static final String SINK = "model:ide";
+    private static final List<String> SINKS = List.of("model:*", "log");
     /** Longest tool output kept inline in the session. */
     private static final int INLINE_CHARS = 4_000;
 
@@ -118,7 +156,7 @@ public final class ContextKernelService implements AutoCloseable {
         } catch (Exception e) {
             throw new IllegalStateException("cannot open the project's ctxkernel store", e);
         }
-        this.kernel = new Kernel(store);
+        this.kernel = new Kernel(store, clock);
         this.project = projectDir.getFileName().toString().replaceAll("[^A-Za-z0-9._-]", "-");
         this.sessionId = sessionId;
         this.clock = clock;
@@ -128,7 +166,7 @@ public final class ContextKernelService implements AutoCloseable {
     /** Where a session's log ends; 0 for a session not started yet. */
     private static long headOf(Kernel kernel, String sessionId) {
         try {
-            return kernel.readEvents(Map.of("schemaVersion", 1, "sessionId", sessionId, "limit", 1)).head().seq();
+            return kernel.readEvents(ReadEventsRequest.builder().sessionId(sessionId).limit(1).build()).head().seq();
         } catch (KernelException e) {
             if (e.code() == ErrorCode.NOT_FOUND) {
                 return 0;
@@ -138,7 +176,7 @@ public final class ContextKernelService implements AutoCloseable {
     }
 
     public ContextKernelService(Path projectDir, String sessionId) {
-        this(projectDir, sessionId, () -> Instant.now().toString());
+        this(projectDir, sessionId, HostClock::now);
     }
 
     public Kernel kernel() {
@@ -166,11 +204,12 @@ public final class ContextKernelService implements AutoCloseable {
         while (true) {
             hand(turn);
             turn.clear();
-            if (summarizer != null && plan().dropped().stream().anyMatch(d -> d.reason().equals("budget-exhausted"))) {
+            if (summarizer != null && plan().dropped().stream().anyMatch(d -> d.reason() == Envelopes.DropReason.BUDGET_EXHAUSTED)) {
                 compact(summarizer);
             }
-            Envelopes.RenderResponse rendered = kernel.renderContext(Map.of("schemaVersion", 1, "format", "openai-responses",
-                    "plan", planRequest(), "policy", Map.of("model", "gpt-5", "instructions", "developer")));
+            Envelopes.RenderResponse rendered = kernel.renderContext(RenderRequest.builder().format(Format.OPENAI_RESPONSES)
+                    .plan(planRequest()).policy(RenderPolicy.builder().model("gpt-5").instructions(Envelopes.InstructionRole.DEVELOPER).build())
+                    .build());
             rendered.notes().stream().filter(n -> n.shrunk() != null).forEach(n -> leftOut.add(n.shrunk().digest()));
             String body = rendered.bodyJson();
             bodies.add(body);
@@ -233,18 +272,17 @@ public final class ContextKernelService implements AutoCloseable {
         if (!HANDLE.matcher(handle).matches() || !leftOut.contains(handle)) {
             throw new IllegalArgumentException("no result was left out with content " + handle);
         }
-        List<JsonNode> events = kernel.readEvents(
-                Map.of("schemaVersion", 1, "sessionId", sessionId, "contentDigest", handle, "limit", 1)).events();
-        JsonNode item = events.isEmpty() ? JSON.missingNode() : events.get(0).path("item");
-        if (item.path("content").isTextual()) {
-            return item.path("content").asText();
+        List<Envelopes.Event> events = kernel.readEvents(
+                ReadEventsRequest.builder().sessionId(sessionId).contentDigest(handle).limit(1).build()).events();
+        ContextItem item = events.isEmpty() ? null : events.get(0).item();
+        if (item != null && item.content() != null) {
+            return item.content();
         }
-        if (!item.has("contentRef")) {
+        if (item == null || item.contentRef() == null) {
             throw new IllegalStateException("the session no longer holds content " + handle);
         }
         // An externalized result: its bytes, for this sink.
-        byte[] bytes = kernel.getContent(Map.of("schemaVersion", 1, "objectId", item.path("contentRef").path("objectId").asText(),
-                "sink", "model:ide"));
+        byte[] bytes = kernel.getContent(GetContentRequest.builder().objectId(item.contentRef().objectId()).sink(SINK).build());
         return new String(bytes, StandardCharsets.UTF_8);
     }
 
@@ -268,18 +306,22 @@ public final class ContextKernelService implements AutoCloseable {
     private void importTurns(List<Object> items) {
         Map<String, Object> transcript = new LinkedHashMap<>(Map.of("instructions", INSTRUCTIONS, "input", items));
         transcript.put("tools", offered().values().stream().map(Tool::definition).toList());
-        head = kernel.importMessages(Map.of("schemaVersion", 1, "sessionId", sessionId, "expectedHead", Map.of("seq", head),
-                "now", clock.get(), "format", "openai-responses", "history", "new", "sensitivity", "internal",
-                "allowedSinks", List.of("model:*", "log"), "transcript", transcript)).head().seq();
+        head = kernel.importMessages(ImportRequest.builder().sessionId(sessionId).expectedHead(at(head))
+                .format(Format.OPENAI_RESPONSES).history(History.NEW).sensitivity(Sensitivity.INTERNAL).allowedSinks(SINKS)
+                .transcript(JSON.valueToTree(transcript)).build()).head().seq();
     }
 
-    private Map<String, Object> planRequest() {
-        return Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL, "sink", "model:ide", "now", clock.get());
+    private PlanRequest planRequest() {
+        return PlanRequest.builder().sessionId(sessionId).model(MODEL).sink(SINK).build();
+    }
+
+    private static ExpectedHead at(long seq) {
+        return ExpectedHead.builder().seq(seq).build();
     }
 
     /** Appends a chat message; returns the session's new head. */
     public long record(String role, String text) {
-        return append(message(role, text));
+        return append(inSession(role.equals("user") ? Items.user(text) : Items.assistant(text)));
     }
 
     /**
@@ -289,22 +331,14 @@ public final class ContextKernelService implements AutoCloseable {
      * the full text stays one {@code get-content} away.
      */
     public long recordToolRun(String callId, String tool, String output, boolean succeeded) {
-        Map<String, Object> call = message("assistant", "Running " + tool + ".");
-        call.put("toolCalls", List.of(Map.of("callId", callId, "name", tool)));
-        append(call);
-        Map<String, Object> result = base("tool-evidence");
-        result.put("trust", "verified");
-        result.put("provenance", Map.of("origin", "tool"));
-        result.put("toolResult", Map.of("callId", callId, "outcome", succeeded ? "success" : "error"));
-        if (output.length() <= INLINE_CHARS) {
-            result.put("content", output);
-        } else {
-            result.put("contentRef", kernel.putContent(
-                    Map.of("schemaVersion", 1, "mimeType", "text/plain", "allowedSinks", List.of("model:*", "log"),
-                            "sensitivity", "internal", "now", clock.get()),
-                    output.getBytes(StandardCharsets.UTF_8)).contentRef());
+        append(inSession(Items.assistant("Running " + tool + ".", List.of(ToolCall.builder().callId(callId).name(tool).build()))));
+        ContextItem result = Items.toolResult(callId, output, succeeded ? ToolOutcome.SUCCESS : ToolOutcome.ERROR);
+        if (output.length() > INLINE_CHARS) {
+            result = result.toBuilder().content(null).contentRef(kernel.putContent(
+                    PutContentRequest.builder().mimeType("text/plain").allowedSinks(SINKS).sensitivity(Sensitivity.INTERNAL).build(),
+                    output.getBytes(StandardCharsets.UTF_8)).contentRef()).build();
         }
-        return append(result);
+        return append(inSession(result));
     }
 
     /** The context of the next model call. */
@@ -314,12 +348,12 @@ public final class ContextKernelService implements AutoCloseable {
 
     /** Compacts the chat, with the IDE's model when given (else the kernel's local summary). */
     public Envelopes.CompactResponse compact(Provider provider) {
-        Map<String, Object> request = new LinkedHashMap<>(Map.of("schemaVersion", 1, "sessionId", sessionId, "model", MODEL,
-                "sink", "model:ide", "strategy", provider == null ? "local" : "provider", "now", clock.get()));
+        CompactRequest.Builder request = CompactRequest.builder().sessionId(sessionId).model(MODEL).sink(SINK)
+                .strategy(provider == null ? Strategy.LOCAL : Strategy.PROVIDER);
         if (provider != null) {
-            request.put("provider", Map.of("model", "ide-summarizer", "maxTokens", 800));
+            request.provider(ProviderConfig.builder().model("ide-summarizer").maxTokens(800).build());
         }
-        Envelopes.CompactResponse receipt = kernel.compact(request, provider, clock);
+        Envelopes.CompactResponse receipt = kernel.compact(request.build(), provider);
         head = receipt.head().seq();
         return receipt;
     }
@@ -327,26 +361,25 @@ public final class ContextKernelService implements AutoCloseable {
     /** Remembers a project fact the user stated in the chat. */
     public Envelopes.MemoryReceipt rememberProjectFact(String fact) {
         record("user", "Remember for this project: " + fact);
-        Map<String, Object> candidate = Map.of("category", "fact", "content", fact, "scope", "project", "scopeId", project,
-                "confidence", 0.9, "importance", 0.6, "provenance", Map.of("origin", "user"),
-                "evidenceRefs", List.of(Map.of("kind", "session", "id", sessionId, "seq", head)));
+        MemoryCandidate candidate = MemoryCandidate.builder().category("fact").content(fact).scope(Scope.PROJECT).scopeId(project)
+                .confidence(0.9).importance(0.6).provenance(Provenance.builder().origin(Origin.USER).build())
+                .evidenceRefs(List.of(SourceRef.builder().kind(SourceKind.SESSION).id(sessionId).seq(head).build())).build();
         String now = clock.get();
-        Envelopes.ProposeResponse proposed =
-                kernel.proposeMemory(Map.of("schemaVersion", 1, "now", now, "candidates", List.of(candidate)));
-        return kernel.decideMemory(Map.of("schemaVersion", 1, "now", now, "action", "activate",
-                "memoryId", proposed.receipts().get(0).memory().memoryId(), "scope", "project", "scopeId", project,
-                "authority", userExplicit()));
+        Envelopes.ProposeResponse proposed = kernel.proposeMemory(ProposeRequest.builder().now(now).candidates(List.of(candidate)).build());
+        return kernel.decideMemory(DecideRequest.builder().now(now).action(Envelopes.Action.ACTIVATE)
+                .memoryId(proposed.receipts().get(0).memory().memoryId()).scope(Scope.PROJECT).scopeId(project)
+                .authority(userExplicit()).build());
     }
 
     public Envelopes.RecallResponse recall(String query) {
-        return kernel.recallMemory(Map.of("schemaVersion", 1, "now", clock.get(), "query", query, "k", 5,
-                "scopes", List.of(Map.of("scope", "project", "scopeId", project)), "sink", "model:ide"));
+        return kernel.recallMemory(RecallRequest.builder().query(query).k(5)
+                .scopes(List.of(ScopeRef.builder().scope(Scope.PROJECT).scopeId(project).build())).sink(SINK).build());
     }
 
     /** The project's standing memories as one block for every prompt, under a token cap. */
     public Envelopes.ResidentSnapshot projectSnapshot(int maxTokens) {
-        return kernel.residentSnapshot(Map.of("schemaVersion", 1, "now", clock.get(), "scope", "project", "scopeId", project,
-                "sink", "model:ide", "maxTokens", maxTokens));
+        return kernel.residentSnapshot(ResidentRequest.builder().scope(Scope.PROJECT).scopeId(project).sink(SINK)
+                .maxTokens(maxTokens).build());
     }
 
     /** Forgets a memory at the user's request; the receipt lists every removed part. */
@@ -354,9 +387,9 @@ public final class ContextKernelService implements AutoCloseable {
         record("user", "Forget memory " + memoryId);
         // The memory revision only grows: a replica replaying older writes cannot revive the memory.
         long fence = kernel.info().store().memoryRevision();
-        return kernel.deleteMemory(Map.of("schemaVersion", 1, "now", clock.get(), "requestId", "forget-" + memoryId,
-                "subject", sessionId, "scope", "project", "scopeId", project, "selector", Map.of("memoryIds", List.of(memoryId)),
-                "authority", userExplicit(), "fence", fence));
+        return kernel.deleteMemory(DeleteRequest.builder().requestId("forget-" + memoryId).subject(sessionId)
+                .scope(Scope.PROJECT).scopeId(project).selector(Selector.builder().memoryIds(List.of(memoryId)).build())
+                .authority(userExplicit()).fence(fence).build());
     }
 
     public Store store() {
@@ -368,39 +401,21 @@ public final class ContextKernelService implements AutoCloseable {
         store.close();
     }
 
-    private Map<String, Object> userExplicit() {
-        return Map.of("kind", "user-explicit", "sessionId", sessionId);
+    private Authority userExplicit() {
+        return Authority.builder().kind(AuthorityKind.USER_EXPLICIT).sessionId(sessionId).build();
     }
 
-    private Map<String, Object> message(String role, String text) {
-        Map<String, Object> item = base("message");
-        item.put("role", role);
-        item.put("content", text);
-        item.put("trust", role.equals("user") ? "user" : "verified");
-        item.put("provenance", Map.of("origin", role.equals("user") ? "user" : "model"));
-        return item;
-    }
-
-    private Map<String, Object> base(String kind) {
+    /** An item as this session writes it: named and sourced by the event it becomes, for the IDE's sinks. */
+    private ContextItem inSession(ContextItem item) {
         long seq = head + 1;
-        Map<String, Object> item = new LinkedHashMap<>();
-        item.put("schemaVersion", 1);
-        item.put("itemId", String.format("%s-%06d", sessionId, seq));
-        item.put("kind", kind);
-        item.put("createdAt", clock.get());
-        item.put("sensitivity", "internal");
-        item.put("allowedSinks", List.of("model:*", "log"));
-        item.put("scope", "session");
-        item.put("priority", 0);
-        item.put("pinned", false);
-        item.put("sourceRef", Map.of("kind", "session", "id", sessionId, "seq", seq));
-        return item;
+        return item.toBuilder().itemId(String.format("%s-%06d", sessionId, seq)).allowedSinks(SINKS)
+                .sourceRef(SourceRef.builder().kind(SourceKind.SESSION).id(sessionId).seq(seq).build()).build();
     }
 
-    private long append(Map<String, Object> item) {
+    private long append(ContextItem item) {
         try {
-            head = kernel.appendEvents(Map.of("schemaVersion", 1, "sessionId", sessionId, "expectedHead", Map.of("seq", head),
-                    "items", List.of(item), "now", clock.get())).head().seq();
+            head = kernel.appendEvents(AppendEventsRequest.builder().sessionId(sessionId).expectedHead(at(head))
+                    .items(List.of(item)).build()).head().seq();
             return head;
         } catch (KernelException e) {
             // Another IDE window wrote to this session: take its head and let the caller retry.

@@ -42,6 +42,11 @@ class ContextKernelServiceTest {
     }
 
     private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** A request written as maps, as its typed record (what the record does not declare is refused). */
+    private static <T> T as(Map<String, ?> request, Class<T> type) {
+        return JSON.convertValue(request, type);
+    }
     private static final java.util.regex.Pattern LEFT_OUT = java.util.regex.Pattern.compile("content (sha256:[0-9a-f]{64})\\]");
     private static final Map<String, String> FILES = Map.of(
             "build.gradle", "plugins { id 'java' }\ndependencies { implementation project(':orders') }\n",
@@ -81,7 +86,7 @@ class ContextKernelServiceTest {
         public String create(String body) throws java.io.IOException {
             bodies.add(body);
             JsonNode request = JSON.readTree(body);
-            violations.addAll(kernel.validateRequest(Map.of("schemaVersion", 1, "format", "openai-responses", "body", request)).violations());
+            violations.addAll(kernel.validateRequest(as(Map.of("format", "openai-responses", "body", request), Envelopes.ValidateRequest.class)).violations());
             JsonNode input = request.path("input");
             JsonNode last = input.get(input.size() - 1);
             int n = bodies.size();
@@ -179,8 +184,8 @@ class ContextKernelServiceTest {
             assertEquals(FILES.get("build.log"), output.path("output").asText(), "the whole log, as the tool returned it");
             assertEquals(List.of(), model.violations);
             // Only a handle the model was shown is served; any other digest is an error it reads.
-            String other = service.kernel().readEvents(Map.of("schemaVersion", 1, "sessionId", "ide-long", "limit", 1))
-                    .events().get(0).path("item").path("digest").asText();
+            String other = service.kernel().readEvents(Envelopes.ReadEventsRequest.builder().sessionId("ide-long").limit(1).build())
+                    .events().get(0).item().digest();
             for (String handle : List.of(other, "sha256:" + "0".repeat(64), "sha256:XYZ", "")) {
                 JsonNode args = JSON.createObjectNode().put("sha256", handle);
                 assertThrows(IllegalArgumentException.class, () -> service.readResult.run().apply(args), handle);
@@ -254,12 +259,11 @@ class ContextKernelServiceTest {
             service.recordToolRun("call-1", "gradle build", log, false);
             Envelopes.ContextPlan plan = service.plan();
             assertTrue(plan.budget().used() <= plan.budget().input());
-            var result = plan.context().stream().filter(p -> p.item().path("kind").asText().equals("tool-evidence")).findFirst().orElseThrow();
-            var ref = result.item().path("contentRef");
-            assertTrue(ref.path("summary").asText().contains("cannot find symbol OrderTotals"), "the log's tail is in context");
-            assertEquals(log.length(), ref.path("byteLength").asLong());
-            byte[] full = service.kernel().getContent(Map.of("schemaVersion", 1, "objectId", ref.path("objectId").asText(),
-                    "sink", "model:ide"));
+            var result = plan.context().stream().filter(p -> p.item().kind() == Envelopes.ItemKind.TOOL_EVIDENCE).findFirst().orElseThrow();
+            var ref = result.item().contentRef();
+            assertTrue(ref.summary().contains("cannot find symbol OrderTotals"), "the log's tail is in context");
+            assertEquals(log.length(), ref.byteLength());
+            byte[] full = service.kernel().getContent(Envelopes.GetContentRequest.builder().objectId(ref.objectId()).sink("model:ide").build());
             assertEquals(log, new String(full, StandardCharsets.UTF_8));
         }
     }
@@ -280,10 +284,10 @@ class ContextKernelServiceTest {
             }
             assertTrue(service.plan().dropped().size() > 0, "600 long turns exceed a 32k window");
             Envelopes.CompactResponse receipt = service.compact(model);
-            assertEquals("committed", receipt.status());
+            assertEquals("committed", receipt.status().toString());
             assertEquals(List.of("ide-summarizer"), asked);
             Envelopes.ContextPlan after = service.plan();
-            assertTrue(after.context().stream().anyMatch(p -> p.item().path("content").asText().contains("OrderTotals was renamed")));
+            assertTrue(after.context().stream().anyMatch(p -> String.valueOf(p.item().content()).contains("OrderTotals was renamed")));
         }
     }
 
@@ -300,7 +304,7 @@ class ContextKernelServiceTest {
 
             Envelopes.DeletionReceipt receipt = second.forget(memoryId);
             assertEquals(1, receipt.matched());
-            assertEquals("complete", receipt.status());
+            assertEquals("complete", receipt.status().toString());
             assertTrue(second.recall("what do integration tests need").memories().isEmpty());
         }
     }
@@ -309,14 +313,14 @@ class ContextKernelServiceTest {
     void aFactTheUserNeverStatedIsRefused() throws Exception {
         try (ContextKernelService service = open("ide-5")) {
             service.record("user", "What do the integration tests need?");
-            var proposed = service.kernel().proposeMemory(Map.of("schemaVersion", 1, "now", clock.get(), "candidates", List.of(Map.of(
+            var proposed = service.kernel().proposeMemory(as(Map.of("now", clock.get(), "candidates", List.of(Map.of(
                     "category", "fact", "content", "integration tests need a VPN", "scope", "project", "scopeId", "shop-backend",
                     "confidence", 0.9, "importance", 0.5, "provenance", Map.of("origin", "model"),
-                    "evidenceRefs", List.of(Map.of("kind", "session", "id", "ide-5", "seq", 1))))));
-            KernelException refused = assertThrows(KernelException.class, () -> service.kernel().decideMemory(Map.of(
-                    "schemaVersion", 1, "now", clock.get(), "action", "activate", "scope", "project", "scopeId", "shop-backend",
+                    "evidenceRefs", List.of(Map.of("kind", "session", "id", "ide-5", "seq", 1))))), Envelopes.ProposeRequest.class));
+            KernelException refused = assertThrows(KernelException.class, () -> service.kernel().decideMemory(as(Map.of(
+                    "now", clock.get(), "action", "activate", "scope", "project", "scopeId", "shop-backend",
                     "memoryId", proposed.receipts().get(0).memory().memoryId(),
-                    "authority", Map.of("kind", "user-explicit", "sessionId", "ide-5"))));
+                    "authority", Map.of("kind", "user-explicit", "sessionId", "ide-5")), Envelopes.DecideRequest.class)));
             assertEquals(ErrorCode.SCOPE_DENIED, refused.code());
         }
     }
