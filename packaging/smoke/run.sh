@@ -66,7 +66,7 @@ echo "== JVM: the README's quick start, compiled with the project and run; a mis
   && mkdir misspelled && sed "0,/sessionId/s//sesionId/" src/main/java/Quick.java > misspelled/Quick.java && grep -q sesionId misspelled/Quick.java \
   && if javac -d misspelled -cp "$(cat classpath.txt)" misspelled/Quick.java 2> misspelled/javac.txt; then
        echo "javac passed a misspelled field" >&2; exit 1
-     fi && grep -q "sesionId" misspelled/javac.txt)
+     fi && grep -q "cannot find symbol" misspelled/javac.txt && grep -q "method sesionId" misspelled/javac.txt)
 
 echo "== ctxk: the binary alone, on the system's C library only"
 mkdir "$work/bin"

@@ -29,7 +29,14 @@ class Unsupported(Exception):
 
 def same(a: dict, b: dict) -> bool:
     """Two definitions of one name agree, whatever their descriptions and titles say."""
-    strip = lambda s: json.loads(json.dumps(s), object_hook=lambda d: {k: v for k, v in d.items() if k not in ("description", "title")})  # noqa: E731
+    def strip(schema, properties=False):
+        if isinstance(schema, list):
+            return [strip(s) for s in schema]
+        if not isinstance(schema, dict):
+            return schema
+        # A `properties` map is named by its fields, which may be called `description`.
+        return {k: strip(v, k == "properties") for k, v in schema.items() if properties or k not in ("description", "title")}
+
     return strip(a) == strip(b)
 
 
@@ -114,15 +121,18 @@ class Generator:
             return name
         if schema is True or not set(schema) - {"description", "title", "default"}:
             return "JsonNode"  # any JSON value
-        if self.strings(schema) is not None or "const" in schema:
+        if self.strings(schema) is not None or isinstance(schema.get("const"), str):
             return "String"
+        if "const" in schema:
+            raise Unsupported(f"{where}: a constant that is not a string")
         t = schema.get("type")
         if t == "string":
             return "String"
         if t == "boolean":
             return "boolean"
         if t == "integer":
-            return "int" if schema.get("format") in ("int32", "uint32", "uint16", "uint8", "int16", "int8") else "long"
+            # A uint32 does not fit an int; every integer of the contract fits a long (within ±(2^53 − 1)).
+            return "int" if schema.get("format") in ("int32", "uint16", "uint8", "int16", "int8") else "long"
         if t == "number":
             return "double"
         if t == "array":
@@ -208,8 +218,12 @@ class Generator:
         for _, i, j, _ in fields:
             self.out.append(f"{indent}        private {self.boxed(j)} {i};\n")
         self.out.append(f"\n{indent}        private Builder() {{}}\n\n")
+        primitive = {v: k for k, v in BOXED.items()}
         for _, i, j, _ in fields:
             self.out.append(f"{indent}        public Builder {i}({self.boxed(j)} {i}) {{\n{indent}            this.{i} = {i};\n{indent}            return this;\n{indent}        }}\n\n")
+            # A number or flag also as a primitive, so `.limit(5)` needs no `5L`.
+            if self.boxed(j) in primitive:
+                self.out.append(f"{indent}        public Builder {i}({primitive[self.boxed(j)]} {i}) {{\n{indent}            this.{i} = {i};\n{indent}            return this;\n{indent}        }}\n\n")
         args = ", ".join(f"{i}" if j == self.boxed(j) else f"required({i}, \"{p}\")" for p, i, j, _ in fields)
         self.out.append(f"{indent}        public {name} build() {{\n{indent}            return new {name}({args});\n{indent}        }}\n{indent}    }}\n")
         self.out.append(f"{indent}}}\n\n")

@@ -12,7 +12,7 @@ export interface ItemOptions {
   /** Default `internal`. */
   sensitivity?: Sensitivity;
   /** Default `['model:*']`. */
-  allowedSinks?: readonly string[];
+  allowedSinks?: Iterable<string>;
   /** Default: the host clock. */
   createdAt?: string;
   /** Default `{ kind: 'host', id: 'host' }`. */
@@ -26,7 +26,7 @@ export interface ItemOptions {
 /** The user's words: a `message` with role `user`. */
 export function user(text: string, options?: ItemOptions): ContextItem;
 /** The model's answer and the tool calls it makes; it needs text, calls, or both. */
-export function assistant(text: string | null, options?: ItemOptions & { toolCalls?: readonly ToolCall[] }): ContextItem;
+export function assistant(text: string | null, options?: ItemOptions & { toolCalls?: Iterable<ToolCall> }): ContextItem;
 /** The host's own instructions: a `system-policy` item. */
 export function system(text: string, options?: ItemOptions): ContextItem;
 /** What a tool answered to the call `callId`: a `tool-evidence` item. */

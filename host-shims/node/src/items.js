@@ -18,6 +18,16 @@
 import { utcNow } from './clock.js';
 import { KernelError } from './errors.js';
 
+function sinks(allowedSinks) {
+  if (allowedSinks === undefined || allowedSinks === null) return ['model:*'];
+  // A string is iterable too, a character at a time.
+  if (typeof allowedSinks === 'string') {
+    throw new KernelError('invalid-request', '`allowedSinks` is a list of sinks, not one string', '{"field":"allowedSinks"}');
+  }
+  return [...allowedSinks];
+}
+
+// An option given as null or undefined is one not given: it takes its default, as on every host.
 function item(kind, text, trust, origin, options, extra = {}) {
   const made = {
     schemaVersion: 1,
@@ -27,7 +37,7 @@ function item(kind, text, trust, origin, options, extra = {}) {
     provenance: { origin },
     trust: options.trust ?? trust,
     sensitivity: options.sensitivity ?? 'internal',
-    allowedSinks: options.allowedSinks ? [...options.allowedSinks] : ['model:*'],
+    allowedSinks: sinks(options.allowedSinks),
     priority: options.priority ?? 0,
     pinned: extra.pinned ?? false,
     createdAt: options.createdAt ?? utcNow(),
@@ -50,12 +60,12 @@ export function user(text, options = {}) {
  * them). It needs text, calls, or both; calls alone have the empty text.
  */
 export function assistant(text, options = {}) {
-  const calls = options.toolCalls ?? [];
+  const calls = [...(options.toolCalls ?? [])];
   if ((text === null || text === undefined) && calls.length === 0) {
     throw new KernelError('invalid-request', 'an assistant item needs text or tool calls', '{"field":"toolCalls"}');
   }
   const made = item('message', text ?? '', 'verified', 'model', options, { role: 'assistant' });
-  if (calls.length > 0) made.toolCalls = [...calls];
+  if (calls.length > 0) made.toolCalls = calls;
   return made;
 }
 

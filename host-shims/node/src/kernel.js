@@ -109,8 +109,10 @@ export class Kernel {
     if (!isObject(request)) {
       throw new KernelError('invalid-request', `a ${command} request is an object, not ${request === null ? 'null' : Array.isArray(request) ? 'an array' : typeof request}`);
     }
-    const out = { schemaVersion: 1, ...request };
-    if (TAKES_NOW.has(command) && !('now' in out)) out.now = this.#clock();
+    const out = { ...request };
+    // Absent, undefined or null is left out: either way the shim fills it.
+    out.schemaVersion ??= 1;
+    if (TAKES_NOW.has(command)) out.now ??= this.#clock();
     const carried = CARRIED[command];
     if (carried && isObject(out[carried[0]])) out[carried[0]] = this.#filled(carried[1], out[carried[0]]);
     return out;

@@ -69,6 +69,16 @@ test('the shim fills schemaVersion and now only where the schema has them, and k
   }
 });
 
+test('null and undefined are filled as absent is; an option given as null takes its default', () => {
+  const kernel = new Kernel(new MemoryStore(), { clock: () => '2026-06-01T12:00:07.000Z' });
+  assert.equal(kernel.planContext({ schemaVersion: undefined, now: null, sink: 'model:test', model: planRequest.model }).now, '2026-06-01T12:00:07Z');
+  assert.deepEqual(items.user('hi', { scope: null, trust: undefined, sensitivity: null, priority: null, createdAt: NOW }), items.user('hi', { createdAt: NOW }));
+  const call = { callId: 'c1', name: 'f', arguments: '{}' };
+  assert.deepEqual(items.assistant(null, { toolCalls: new Set([call]), createdAt: NOW }).toolCalls, [call]);
+  assert.throws(() => items.assistant(null, { toolCalls: new Set() }), (e) => e instanceof KernelError && e.detail.field === 'toolCalls');
+  assert.throws(() => items.user('hi', { allowedSinks: 'model:x' }), (e) => e instanceof KernelError && e.detail.field === 'allowedSinks');
+});
+
 test('the error message does not repeat the code', () => {
   assert.throws(() => new Kernel(new MemoryStore()).readEvents({ sessionId: 's1', limit: -1 }),
     (e) => e instanceof KernelError && e.code === 'invalid-request' && !e.message.startsWith('invalid-request') && e.message.length > 0);

@@ -159,6 +159,42 @@ def test_a_usage_with_unknown_fields_is_the_kernels_typed_error(seeded):
     assert wrong.value.code == "invalid-request" and "cachedTokens" in str(wrong.value)
 
 
+def test_an_async_compaction_takes_a_plain_provider_too(seeded):
+    answer = {"text": "A long session about words.", "usage": {"inputTokens": 1, "outputTokens": 1}}
+    assert asyncio.run(seeded().compact_async(compact_request("provider"), lambda _: answer))["status"] == "committed"
+
+
+def test_null_is_filled_as_absent_is():
+    kernel = Kernel(MemoryStore(), clock=lambda: "2026-06-01T12:00:07.000Z")
+    plan = kernel.plan_context({"schemaVersion": None, "now": None, "sink": "model:test", "model": PLAN["model"]})  # type: ignore[typeddict-item]
+    assert plan["now"] == "2026-06-01T12:00:07Z"
+
+
+def test_an_option_given_as_none_takes_its_default_and_iterables_are_read_once():
+    assert items.user("hi", scope=None, trust=None, sensitivity=None, priority=None, created_at=NOW) == items.user("hi", created_at=NOW)
+    assert items.tool_result("c", "x", outcome=None, created_at=NOW)["toolResult"]["outcome"] == "success"
+    call = {"callId": "c1", "name": "f", "arguments": "{}"}
+    assert items.assistant(None, tool_calls=iter([call]), created_at=NOW)["toolCalls"] == [call]
+    with pytest.raises(KernelError) as empty:
+        items.assistant(None, tool_calls=iter([]))
+    assert empty.value.detail["field"] == "toolCalls"
+    assert items.user("hi", allowed_sinks=("model:a", "log"))["allowedSinks"] == ["model:a", "log"]
+    with pytest.raises(KernelError) as one:
+        items.user("hi", allowed_sinks="model:x")
+    assert one.value.detail["field"] == "allowedSinks"
+
+
+def test_a_value_json_cannot_carry_is_a_typed_error(seeded):
+    from decimal import Decimal
+
+    with pytest.raises(KernelError) as wrong:
+        seeded().compact(compact_request("provider"), lambda _: {"text": "x", "usage": {"inputTokens": Decimal(1), "outputTokens": 1}})
+    assert wrong.value.code == "invalid-request" and "Decimal" in str(wrong.value)
+    with pytest.raises(KernelError) as bare:
+        Kernel(MemoryStore()).call("put-content", {"now": NOW})
+    assert bare.value.code == "invalid-request"
+
+
 def test_each_command_is_logged_with_its_outcome_and_never_its_body(caplog):
     secret = "sk-live-4f9a-do-not-log"
     kernel = Kernel(MemoryStore(), clock=lambda: NOW)
@@ -169,7 +205,7 @@ def test_each_command_is_logged_with_its_outcome_and_never_its_body(caplog):
         kernel.plan_context(PLAN)
     records = [r for r in caplog.records if r.name == "ctxkernel_sdk"]
     assert [(r.command, r.outcome, r.levelno) for r in records] == [
-        ("append-events", "ok", logging.DEBUG), ("append-events", "stale", logging.INFO), ("plan-context", "ok", logging.DEBUG)]
+        ("append-events", "ok", logging.DEBUG), ("append-events", "stale", logging.DEBUG), ("plan-context", "ok", logging.DEBUG)]
     assert all(r.duration_ms >= 0 for r in records)
     assert not any(secret in r.getMessage() or secret in json.dumps(r.__dict__, default=str) for r in records)
 

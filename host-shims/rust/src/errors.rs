@@ -87,6 +87,10 @@ impl KernelError {
     pub(crate) fn host(code: ErrorCode, message: impl Into<String>) -> Self {
         KernelError { code, message: message.into(), detail: Value::Object(Default::default()), detail_json: "{}".into() }
     }
+
+    pub(crate) fn with_detail(code: ErrorCode, message: impl Into<String>, detail: Value) -> Self {
+        KernelError { code, message: message.into(), detail_json: detail.to_string(), detail }
+    }
 }
 
 impl fmt::Display for KernelError {

@@ -1,11 +1,20 @@
 //! The typed API: one method per kernel command, each call inside one store
 //! transaction. A trap discards the instance; the next call gets a fresh one.
+//!
+//! The typed methods fill what a caller leaves out of a request: its
+//! `schemaVersion`, and `now` from the kernel's clock (the host's, unless one
+//! is given), in the request and in the plan a render request carries.
+//! `call` and `call_json` send a request as it is given. Each command is
+//! logged through the `log` facade (target `ctxkernel`): its name, outcome
+//! code and duration, never a body.
 
+use crate::clock::utc_now;
 use crate::engine::bindings::{self, ctxkernel::kernel::types};
 use crate::engine::{Runtime, State};
 use crate::errors::{ErrorCode, KernelError};
 use crate::stores::HostStore;
-use serde_json::Value;
+use serde_json::{json, Value};
+use std::time::Instant;
 use wasmtime::Store;
 
 /// The kernel's JSON commands, as named in the WIT (`put-content` and
@@ -48,12 +57,38 @@ pub const READ_ONLY: [&str; 11] = [
     "verify-store",
 ];
 
+/// The commands whose request carries `now` (the others refuse it).
+pub const TAKES_NOW: [&str; 15] = [
+    "append-events",
+    "compact-context",
+    "consolidate-memory",
+    "continue-operation",
+    "decide-memory",
+    "delete-memory",
+    "import-messages",
+    "plan-context",
+    "propose-memory",
+    "purge-memory",
+    "put-content",
+    "read-memory",
+    "recall-memory",
+    "reconcile",
+    "resident-snapshot",
+];
+
+/// The request a command's request carries, which is filled the same way.
+const CARRIED: [(&str, &str, &str); 1] = [("render-context", "plan", "plan-context")];
+
+/// A clock: the current instant as RFC 3339 text.
+pub type Clock = Box<dyn FnMut() -> String + Send>;
+
 /// What every host answers when the kernel traps (the trap's own text differs per engine).
 pub const TRAPPED: &str = "the kernel trapped; the call was rolled back";
 
 /// One kernel instance over one store.
 pub struct Kernel {
     runtime: Runtime,
+    clock: Clock,
     instance: Option<(Store<State>, bindings::Ctxkernel)>,
     /// The store while no instance holds it (after a trap).
     idle: Option<Box<dyn HostStore>>,
@@ -67,7 +102,44 @@ impl Kernel {
 
     /// A kernel over `store` using an already compiled component.
     pub fn with_runtime(runtime: Runtime, store: impl HostStore + 'static) -> Self {
-        Kernel { runtime, instance: None, idle: Some(Box::new(store)) }
+        Kernel { runtime, clock: Box::new(utc_now), instance: None, idle: Some(Box::new(store)) }
+    }
+
+    /// The kernel with `clock` giving `now` to requests that leave it out.
+    pub fn with_clock(mut self, clock: impl FnMut() -> String + Send + 'static) -> Self {
+        self.clock = Box::new(clock);
+        self
+    }
+
+    /// `request` with what the caller left out filled in: `schemaVersion`,
+    /// and `now` where the command takes it.
+    fn filled(&mut self, command: &str, request: &Value) -> Result<Value, KernelError> {
+        let Value::Object(fields) = request else {
+            return Err(KernelError::host(ErrorCode::InvalidRequest, format!("a {command} request is an object, not {}", kind(request))));
+        };
+        let mut out = fields.clone();
+        // Absent or null is left out: either way the host fills it.
+        if out.get("schemaVersion").is_none_or(Value::is_null) {
+            out.insert("schemaVersion".into(), json!(1));
+        }
+        if TAKES_NOW.contains(&command) && out.get("now").is_none_or(Value::is_null) {
+            out.insert("now".into(), json!((self.clock)()));
+        }
+        for (carrier, field, carried) in CARRIED {
+            if command == carrier {
+                if let Some(inner @ Value::Object(_)) = out.get(field) {
+                    let inner = self.filled(carried, &inner.clone())?;
+                    out.insert(field.into(), inner);
+                }
+            }
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// A typed method: the request filled, then sent.
+    fn typed(&mut self, command: &str, request: &Value) -> Result<Value, KernelError> {
+        let request = self.filled(command, request)?;
+        self.call_json(command, &request)
     }
 
     fn instance(&mut self) -> Result<&mut (Store<State>, bindings::Ctxkernel), KernelError> {
@@ -136,6 +208,23 @@ impl Kernel {
         command: &str,
         invoke: impl FnOnce(&bindings::exports::ctxkernel::kernel::kernel::Guest, &mut Store<State>) -> wasmtime::Result<Result<T, types::KernelError>>,
     ) -> Result<T, KernelError> {
+        let started = Instant::now();
+        let answer = self.run(command, invoke);
+        let outcome = answer.as_ref().map_or_else(|e| e.code.as_str(), |_| "ok");
+        // The kernel's own answers, errors included, are the caller's to act on; a trap or a failing store is the host's.
+        let level = match outcome {
+            "internal" | "storage-failure" => log::Level::Warn,
+            _ => log::Level::Debug,
+        };
+        log::log!(target: "ctxkernel", level, "{command}: {outcome} in {:.2} ms", started.elapsed().as_secs_f64() * 1000.0);
+        answer
+    }
+
+    fn run<T>(
+        &mut self,
+        command: &str,
+        invoke: impl FnOnce(&bindings::exports::ctxkernel::kernel::kernel::Guest, &mut Store<State>) -> wasmtime::Result<Result<T, types::KernelError>>,
+    ) -> Result<T, KernelError> {
         let fuel = self.runtime.limits.fuel_per_call;
         let (wasm, bindings) = self.instance()?;
         if let Some(fuel) = fuel {
@@ -189,7 +278,7 @@ impl Kernel {
         self.instance.as_ref().map_or(0, |(wasm, _)| wasm.data().memory.peak)
     }
 
-    /// `call` with JSON values.
+    /// `call` with JSON values; the request is sent as given.
     pub fn call_json(&mut self, command: &str, request: &Value) -> Result<Value, KernelError> {
         let response = self.call(command, &request.to_string())?;
         serde_json::from_str(&response)
@@ -197,84 +286,95 @@ impl Kernel {
     }
 
     pub fn info(&mut self) -> Result<Value, KernelError> {
-        self.call_json("info", &serde_json::json!({"schemaVersion": 1}))
+        self.typed("info", &json!({}))
     }
 
     pub fn plan_context(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("plan-context", request)
+        self.typed("plan-context", request)
     }
 
     pub fn append_events(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("append-events", request)
+        self.typed("append-events", request)
     }
 
     pub fn read_events(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("read-events", request)
+        self.typed("read-events", request)
     }
 
     pub fn compact_context(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("compact-context", request)
+        self.typed("compact-context", request)
     }
 
     pub fn continue_operation(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("continue-operation", request)
+        self.typed("continue-operation", request)
     }
 
     pub fn reconcile(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("reconcile", request)
+        self.typed("reconcile", request)
     }
 
     pub fn read_kernel_events(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("read-kernel-events", request)
+        self.typed("read-kernel-events", request)
     }
 
     pub fn propose_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("propose-memory", request)
+        self.typed("propose-memory", request)
     }
 
     pub fn consolidate_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("consolidate-memory", request)
+        self.typed("consolidate-memory", request)
     }
 
     pub fn decide_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("decide-memory", request)
+        self.typed("decide-memory", request)
     }
 
     pub fn delete_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("delete-memory", request)
+        self.typed("delete-memory", request)
     }
 
     pub fn purge_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("purge-memory", request)
+        self.typed("purge-memory", request)
     }
 
     pub fn read_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("read-memory", request)
+        self.typed("read-memory", request)
     }
 
     pub fn recall_memory(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("recall-memory", request)
+        self.typed("recall-memory", request)
     }
 
     pub fn resident_snapshot(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("resident-snapshot", request)
+        self.typed("resident-snapshot", request)
     }
 
     pub fn import_messages(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("import-messages", request)
+        self.typed("import-messages", request)
     }
 
     pub fn render_context(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("render-context", request)
+        self.typed("render-context", request)
     }
 
     pub fn validate_request(&mut self, request: &Value) -> Result<Value, KernelError> {
-        self.call_json("validate-request", request)
+        self.typed("validate-request", request)
     }
 
     /// Every memory entry read against its record; changes nothing.
     pub fn verify_store(&mut self) -> Result<Value, KernelError> {
-        self.call_json("verify-store", &serde_json::json!({"schemaVersion": 1}))
+        self.typed("verify-store", &json!({}))
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 

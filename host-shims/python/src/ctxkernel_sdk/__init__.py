@@ -15,7 +15,7 @@ from . import items
 from ._engine import COMPONENT_SHA256
 from ._errors import KernelError
 from ._kernel import COMMANDS, Kernel
-from ._provider import AsyncProvider, Provider, ProviderCancelled, ProviderOutcomeUnknown
+from ._provider import AsyncProvider, Provider, ProviderAnswer, ProviderCancelled, ProviderOutcomeUnknown
 from ._stores import Entry, MemoryStore, SqliteStore, Store, StoreConflict, StoreError
 from .envelopes.append_events_request_schema import AppendEventsRequest
 from .envelopes.append_events_response_schema import AppendEventsResponse
@@ -91,6 +91,7 @@ __all__ = [
     "ProposeRequest",
     "ProposeResponse",
     "Provider",
+    "ProviderAnswer",
     "ProviderCancelled",
     "ProviderOutcomeUnknown",
     "ProviderRequest",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable, Mapping, Optional, Union, cast
+from typing import Any, Mapping, Optional, Union, cast
 
 from wasmtime import Trap, WasmtimeError
 
@@ -115,6 +115,8 @@ def _text(request: Union[str, Mapping[str, Any]]) -> bytes:
         if not str(e).startswith("Out of range float values"):
             raise
         raise KernelError("invalid-request", "the request holds a number that is not finite (NaN or Infinity), which JSON cannot carry") from e
+    except TypeError as e:  # a Decimal, a numpy number, a datetime: JSON has no such value
+        raise KernelError("invalid-request", f"the request holds a value JSON cannot carry: {e}") from e
     try:
         return text.encode()
     except UnicodeEncodeError as e:
@@ -156,7 +158,8 @@ class Kernel:
             raise
         finally:
             ms = (time.perf_counter() - started) * 1000
-            level = logging.DEBUG if outcome == "ok" else logging.WARNING if outcome in ("internal", "storage-failure") else logging.INFO
+            # The kernel's own answers, errors included, are the caller's to act on; a trap or a failing store is the host's.
+            level = logging.WARNING if outcome in ("internal", "storage-failure") else logging.DEBUG
             log.log(level, "%s: %s in %.2f ms", command, outcome, ms, extra={"command": command, "outcome": outcome, "duration_ms": ms})
 
     def _run(self, command: str, *args: bytes) -> bytes:
@@ -195,7 +198,9 @@ class Kernel:
     def call(self, command: str, request: Union[str, Mapping[str, Any]], content: Optional[bytes] = None) -> str:
         """Runs one JSON command, or `put-content` with its `content`; returns
         the kernel's canonical JSON text verbatim. Requests are sent as given."""
-        if command == "put-content" and content is not None:
+        if command == "put-content":
+            if content is None:
+                raise KernelError("invalid-request", "put-content carries bytes: give them as `content`")
             return self._transact(command, _text(request), bytes(content)).decode()
         if command not in COMMANDS:
             raise KernelError("invalid-request", f"no command `{command}`")
@@ -207,8 +212,10 @@ class Kernel:
         if not isinstance(request, Mapping):
             raise KernelError("invalid-request", f"a {command} request is an object, not {type(request).__name__}")
         out = dict(request)
-        out.setdefault("schemaVersion", 1)
-        if command in TAKES_NOW and "now" not in out:
+        # Absent or null is left out: either way the shim fills it.
+        if out.get("schemaVersion") is None:
+            out["schemaVersion"] = 1
+        if command in TAKES_NOW and out.get("now") is None:
             out["now"] = self.clock()
         if command in CARRIED:
             field, carried = CARRIED[command]

@@ -3,20 +3,32 @@ model and hand its outcome back with `continue-operation`."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Union, cast
+
+from typing_extensions import TypedDict
 
 from ._errors import KernelError
 from .envelopes.compact_context_response_schema import ProviderRequest
-from .envelopes.continue_operation_request_schema import ContinueRequest
+from .envelopes.continue_operation_request_schema import ContinueRequest, Usage
 
 if TYPE_CHECKING:
     from ._kernel import Kernel
 
-#: A provider callback: the kernel's request in, `{"text", "usage"}` out.
-Provider = Callable[[ProviderRequest], Mapping[str, Any]]
-AsyncProvider = Callable[[ProviderRequest], Awaitable[Mapping[str, Any]]]
+
+class ProviderAnswer(TypedDict):
+    """What a provider callback returns: the model's text and what it cost."""
+
+    text: str
+    usage: Usage
+
+
+#: A provider callback: the kernel's request in, its answer out.
+Provider = Callable[[ProviderRequest], ProviderAnswer]
+#: An async one (`compact_async` also takes a plain `Provider`).
+AsyncProvider = Callable[[ProviderRequest], Union[Awaitable[ProviderAnswer], ProviderAnswer]]
 
 
 class ProviderOutcomeUnknown(Exception):
@@ -42,14 +54,16 @@ async def drive_async(kernel: Kernel, receipt: Any, provider: AsyncProvider) -> 
     """`drive` with an async provider."""
     while receipt["status"] == "awaiting-provider":
         try:
-            answer, error = await provider(receipt["providerRequest"]), None
+            answer, error = provider(receipt["providerRequest"]), None
+            if inspect.isawaitable(answer):
+                answer = await answer
         except Exception as e:
             answer, error = None, e
         receipt = _settle(kernel, receipt, answer, error)
     return receipt
 
 
-def _settle(kernel: Kernel, receipt: Any, answer: Optional[Mapping[str, Any]], error: Optional[Exception]) -> Any:
+def _settle(kernel: Kernel, receipt: Any, answer: Any, error: Optional[Exception]) -> Any:
     response: dict[str, Any]
     if error is None:
         text, usage = _answer(answer, receipt["operationId"])

@@ -15,6 +15,7 @@ import dev.ctxkernel.Envelopes.ToolCall;
 import dev.ctxkernel.Envelopes.ToolOutcome;
 import dev.ctxkernel.Envelopes.ToolResult;
 import dev.ctxkernel.Envelopes.Trust;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -43,7 +44,7 @@ public final class Items {
 
     private static ContextItem.Builder item(ItemKind kind, String text, Trust trust, Origin origin) {
         return ContextItem.builder()
-                .schemaVersion(1)
+                .schemaVersion(1L)
                 .kind(kind)
                 .content(text)
                 .scope(Scope.SESSION)
@@ -73,11 +74,12 @@ public final class Items {
      * empty text, as a provider's transcript gives them.
      */
     public static ContextItem assistant(String text, List<ToolCall> toolCalls) {
-        if (text == null && toolCalls.isEmpty()) {
+        List<ToolCall> calls = toolCalls == null ? List.of() : new ArrayList<>(toolCalls);
+        if (text == null && calls.isEmpty()) {
             throw new KernelException(ErrorCode.INVALID_REQUEST, "an assistant item needs text or tool calls", "{\"field\":\"toolCalls\"}", null);
         }
         return item(ItemKind.MESSAGE, text == null ? "" : text, Trust.VERIFIED, Origin.MODEL).role(Role.ASSISTANT)
-                .toolCalls(toolCalls.isEmpty() ? null : List.copyOf(toolCalls)).build();
+                .toolCalls(calls.isEmpty() ? null : calls).build();
     }
 
     /** The host's own instructions: a {@code system-policy} item. */

@@ -136,8 +136,9 @@ public final class Kernel {
             outcome = e.code().wireName();
             throw e;
         } finally {
-            System.Logger.Level level = outcome.equals("ok") ? System.Logger.Level.DEBUG
-                    : outcome.equals("internal") || outcome.equals("storage-failure") ? System.Logger.Level.WARNING : System.Logger.Level.INFO;
+            // The kernel's own answers, errors included, are the caller's to act on; a trap or a failing store is the host's.
+            System.Logger.Level level = outcome.equals("internal") || outcome.equals("storage-failure") ? System.Logger.Level.WARNING
+                    : System.Logger.Level.DEBUG;
             if (LOG.isLoggable(level)) {
                 LOG.log(level, "{0}: {1} in {2} ms", command, outcome, String.format(java.util.Locale.ROOT, "%.2f", (System.nanoTime() - started) / 1e6));
             }
@@ -263,10 +264,11 @@ public final class Kernel {
         if (!(tree instanceof ObjectNode out)) {
             throw new KernelException(ErrorCode.INVALID_REQUEST, "a " + command + " request is an object, not " + (tree == null ? "null" : tree.getNodeType().toString().toLowerCase(java.util.Locale.ROOT)), "{}", null);
         }
-        if (!out.has("schemaVersion")) {
+        // Absent or null is left out: either way the shim fills it.
+        if (!out.hasNonNull("schemaVersion")) {
             out.put("schemaVersion", 1);
         }
-        if (TAKES_NOW.contains(command) && !out.has("now")) {
+        if (TAKES_NOW.contains(command) && !out.hasNonNull("now")) {
             out.put("now", clock.get());
         }
         if (command.equals("render-context") && out.get("plan") instanceof ObjectNode plan) {
@@ -303,6 +305,11 @@ public final class Kernel {
     /** Answers a compaction that is {@code awaiting-provider}. */
     public Envelopes.CompactResponse continueOperation(Envelopes.ContinueRequest request) {
         return typed("continue-operation", request, Envelopes.CompactResponse.class);
+    }
+
+    /** Answers an extraction that is {@code awaiting-provider} ({@code continue-operation} with an {@code ext-…} operation id). */
+    public Envelopes.ConsolidateResponse continueExtraction(Envelopes.ContinueRequest request) {
+        return typed("continue-operation", request, Envelopes.ConsolidateResponse.class);
     }
 
     /** Settles a compaction whose provider call has an unknown outcome. */

@@ -17,10 +17,12 @@ final class ProviderLoop {
         try {
             while ("awaiting-provider".equals(receipt.path("status").asText()) && provider != null) {
                 String operationId = receipt.path("operationId").asText();
+                // Read before the callback runs: only the callback's own failure is the call's outcome.
+                Envelopes.ProviderRequest asked = Kernel.JSON.treeToValue(receipt.get("providerRequest"), Envelopes.ProviderRequest.class);
                 ObjectNode response = Kernel.JSON.createObjectNode();
                 Provider.Answer answer = null;
                 try {
-                    answer = provider.complete(Kernel.JSON.treeToValue(receipt.get("providerRequest"), Envelopes.ProviderRequest.class));
+                    answer = provider.complete(asked);
                 } catch (Provider.OutcomeUnknown e) {
                     response.put("outcome", "unknown").put("reason", String.valueOf(e.getMessage()));
                 } catch (Provider.Cancelled e) {

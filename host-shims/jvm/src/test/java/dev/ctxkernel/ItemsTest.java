@@ -174,14 +174,40 @@ class ItemsTest {
         KernelException missing = assertThrows(KernelException.class,
                 () -> kernel.call("plan-context", Map.of("sessionId", "s1", "sink", "model:test", "model", MODEL), JsonNode.class));
         assertEquals(ErrorCode.INVALID_REQUEST, missing.code());
-        KernelException future = assertThrows(KernelException.class, () -> kernel.planContext(plan.toBuilder().schemaVersion(99).build()));
+        KernelException future = assertThrows(KernelException.class, () -> kernel.planContext(plan.toBuilder().schemaVersion(99L).build()));
         assertEquals(ErrorCode.UNSUPPORTED_SCHEMA, future.code());
+    }
+
+    @Test
+    void anExtractionIsContinuedAsAnExtraction() {
+        Kernel kernel = new Kernel(new MemoryStore(), () -> NOW);
+        kernel.appendEvents(AppendEventsRequest.builder().sessionId("s1").expectedHead(ExpectedHead.builder().seq(0).build())
+                .items(List.of(Items.user("Please remember that staging runs in Frankfurt."))).build());
+        var waiting = kernel.consolidateMemory(Envelopes.ConsolidateRequest.builder().sessionId("s1").strategy(Envelopes.Strategy.PROVIDER)
+                .provider(Envelopes.ProviderConfig.builder().model("extractor").maxTokens(300).build()).build());
+        assertEquals("awaiting-provider", waiting.status().toString());
+        var done = kernel.continueExtraction(Envelopes.ContinueRequest.builder().operationId(waiting.operationId())
+                .response(new Envelopes.ProviderResponse.Success("{\"memories\": [{\"seq\": 1, \"category\": \"fact\", \"content\": \"staging runs in Frankfurt\"}]}",
+                        Envelopes.Usage.builder().inputTokens(40).outputTokens(12).build()))
+                .build());
+        assertEquals("proposed", done.status().toString());
+        assertEquals("staging runs in Frankfurt", done.receipts().get(0).memory().content());
+    }
+
+    @Test
+    void nullIsFilledAsAbsentIs() throws Exception {
+        Kernel kernel = new Kernel(new MemoryStore(), () -> "2026-06-01T12:00:07.000Z");
+        ObjectNode request = (ObjectNode) Kernel.JSON.readTree("{\"schemaVersion\":null,\"now\":null,\"sink\":\"model:test\"}");
+        request.set("model", Kernel.JSON.valueToTree(MODEL));
+        assertEquals("2026-06-01T12:00:07Z", kernel.planContext(Fixtures.as(request, PlanRequest.class)).now());
+        assertEquals(ErrorCode.INVALID_REQUEST, assertThrows(KernelException.class,
+                () -> Items.assistant(null, null)).code());
     }
 
     @Test
     void theErrorCodePrintsKebabCaseAndTheMessageDoesNotRepeatIt() {
         KernelException e = assertThrows(KernelException.class,
-                () -> new Kernel().readEvents(ReadEventsRequest.builder().sessionId("s1").limit(-1).build()));
+                () -> new Kernel().readEvents(ReadEventsRequest.builder().sessionId("s1").limit(-1L).build()));
         assertEquals("invalid-request", e.code().toString());
         assertFalse(e.getMessage().startsWith("invalid-request") || e.getMessage().startsWith("INVALID_REQUEST"), e.getMessage());
         assertTrue(e.toString().startsWith("KernelException[invalid-request]: "), e.toString());
@@ -242,7 +268,7 @@ class ItemsTest {
             logger.removeHandler(handler);
             logger.setLevel(level);
         }
-        assertEquals(List.of("append-events ok FINE", "append-events stale INFO", "plan-context ok FINE"),
+        assertEquals(List.of("append-events ok FINE", "append-events stale FINE", "plan-context ok FINE"),
                 records.stream().map(r -> r.getParameters()[0] + " " + r.getParameters()[1] + " " + r.getLevel()).toList());
         String all = records.stream().map(r -> r.getMessage() + List.of(r.getParameters())).collect(Collectors.joining("\n"));
         assertFalse(all.contains(secret), all);

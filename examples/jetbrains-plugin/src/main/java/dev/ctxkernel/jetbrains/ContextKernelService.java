@@ -166,7 +166,7 @@ public final class ContextKernelService implements AutoCloseable {
     /** Where a session's log ends; 0 for a session not started yet. */
     private static long headOf(Kernel kernel, String sessionId) {
         try {
-            return kernel.readEvents(ReadEventsRequest.builder().sessionId(sessionId).limit(1).build()).head().seq();
+            return kernel.readEvents(ReadEventsRequest.builder().sessionId(sessionId).limit(1L).build()).head().seq();
         } catch (KernelException e) {
             if (e.code() == ErrorCode.NOT_FOUND) {
                 return 0;
@@ -273,7 +273,7 @@ public final class ContextKernelService implements AutoCloseable {
             throw new IllegalArgumentException("no result was left out with content " + handle);
         }
         List<Envelopes.Event> events = kernel.readEvents(
-                ReadEventsRequest.builder().sessionId(sessionId).contentDigest(handle).limit(1).build()).events();
+                ReadEventsRequest.builder().sessionId(sessionId).contentDigest(handle).limit(1L).build()).events();
         ContextItem item = events.isEmpty() ? null : events.get(0).item();
         if (item != null && item.content() != null) {
             return item.content();
@@ -321,7 +321,11 @@ public final class ContextKernelService implements AutoCloseable {
 
     /** Appends a chat message; returns the session's new head. */
     public long record(String role, String text) {
-        return append(inSession(role.equals("user") ? Items.user(text) : Items.assistant(text)));
+        return append(inSession(switch (role) {
+            case "user" -> Items.user(text);
+            case "assistant" -> Items.assistant(text);
+            default -> throw new IllegalArgumentException("a chat message is the user's or the assistant's, not " + role);
+        }));
     }
 
     /**
@@ -351,7 +355,7 @@ public final class ContextKernelService implements AutoCloseable {
         CompactRequest.Builder request = CompactRequest.builder().sessionId(sessionId).model(MODEL).sink(SINK)
                 .strategy(provider == null ? Strategy.LOCAL : Strategy.PROVIDER);
         if (provider != null) {
-            request.provider(ProviderConfig.builder().model("ide-summarizer").maxTokens(800).build());
+            request.provider(ProviderConfig.builder().model("ide-summarizer").maxTokens(800L).build());
         }
         Envelopes.CompactResponse receipt = kernel.compact(request.build(), provider);
         head = receipt.head().seq();
@@ -372,14 +376,14 @@ public final class ContextKernelService implements AutoCloseable {
     }
 
     public Envelopes.RecallResponse recall(String query) {
-        return kernel.recallMemory(RecallRequest.builder().query(query).k(5)
+        return kernel.recallMemory(RecallRequest.builder().query(query).k(5L)
                 .scopes(List.of(ScopeRef.builder().scope(Scope.PROJECT).scopeId(project).build())).sink(SINK).build());
     }
 
     /** The project's standing memories as one block for every prompt, under a token cap. */
     public Envelopes.ResidentSnapshot projectSnapshot(int maxTokens) {
         return kernel.residentSnapshot(ResidentRequest.builder().scope(Scope.PROJECT).scopeId(project).sink(SINK)
-                .maxTokens(maxTokens).build());
+                .maxTokens((long) maxTokens).build());
     }
 
     /** Forgets a memory at the user's request; the receipt lists every removed part. */
@@ -405,10 +409,10 @@ public final class ContextKernelService implements AutoCloseable {
         return Authority.builder().kind(AuthorityKind.USER_EXPLICIT).sessionId(sessionId).build();
     }
 
-    /** An item as this session writes it: named and sourced by the event it becomes, for the IDE's sinks. */
+    /** An item as this session writes it: named and sourced by the event it becomes, for the IDE's sinks, created by its clock. */
     private ContextItem inSession(ContextItem item) {
         long seq = head + 1;
-        return item.toBuilder().itemId(String.format("%s-%06d", sessionId, seq)).allowedSinks(SINKS)
+        return item.toBuilder().itemId(String.format("%s-%06d", sessionId, seq)).allowedSinks(SINKS).createdAt(clock.get())
                 .sourceRef(SourceRef.builder().kind(SourceKind.SESSION).id(sessionId).seq(seq).build()).build();
     }
 

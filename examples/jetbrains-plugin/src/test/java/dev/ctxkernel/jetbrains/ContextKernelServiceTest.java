@@ -184,7 +184,7 @@ class ContextKernelServiceTest {
             assertEquals(FILES.get("build.log"), output.path("output").asText(), "the whole log, as the tool returned it");
             assertEquals(List.of(), model.violations);
             // Only a handle the model was shown is served; any other digest is an error it reads.
-            String other = service.kernel().readEvents(Envelopes.ReadEventsRequest.builder().sessionId("ide-long").limit(1).build())
+            String other = service.kernel().readEvents(Envelopes.ReadEventsRequest.builder().sessionId("ide-long").limit(1L).build())
                     .events().get(0).item().digest();
             for (String handle : List.of(other, "sha256:" + "0".repeat(64), "sha256:XYZ", "")) {
                 JsonNode args = JSON.createObjectNode().put("sha256", handle);
