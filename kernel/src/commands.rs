@@ -196,7 +196,7 @@ impl Kernel {
             Command::PurgeMemory => step(db, request, memory::purge),
             Command::ReadMemory => step(db, request, memory::read),
             Command::RecallMemory => step(db, request, |db, r| recall::recall(db, &mut kernel.index, r)),
-            Command::ResidentSnapshot => step(db, request, |db, r| recall::resident(db, &mut kernel.index, r)),
+            Command::ResidentSnapshot => step(db, request, |db, r| recall::resident(db, r)),
             Command::ImportMessages => kernel.import(db, request),
             Command::RenderContext => kernel.render(db, request),
             Command::ValidateRequest => step(db, request, |_, r| transcripts::validate(r)),

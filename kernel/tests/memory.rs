@@ -340,7 +340,7 @@ fn after_delete_nothing_of_the_memory_is_found() {
     let lexical = recall(&mut store, "gateway port", ledger());
     let vector = call(&mut store, Command::RecallMemory, &json!({"schemaVersion": 1, "now": T2, "query": "zzz", "queryEmbedding": [1.0, 0.0], "scopes": ledger(), "sink": "model:test"})).unwrap();
     assert!(lexical["memories"].as_array().unwrap().is_empty() && vector["memories"].as_array().unwrap().is_empty());
-    assert!(store.entries.keys().all(|k| !k.contains(id.as_str().unwrap()) || k.starts_with("mem/tomb/") || k.starts_with("mem/audit/") || k.starts_with("mem/log/")));
+    assert!(store.entries.keys().all(|k| !k.contains(id.as_str().unwrap()) || k.starts_with("mem/tomb/") || k.starts_with("mem/tombs/") || k.starts_with("mem/audit/") || k.starts_with("mem/log/")));
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::store::{keys, Db};
 use serde_json::json;
 use super::authorize::authorize;
 use super::records::{
-    audit, fence_keys, fence_names, fence_terms, fences_prefix, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, scope_tombstones,
+    audit, fence_keys, fence_names, fence_terms, fences_prefix, buried_key, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, scope_tombstones,
     tombstone_key, unlink, ContentFence, Deletion, Link, JOURNALS, LINK_PREFIXES, MAX_SELECTED,
 };
 use super::requests::{
@@ -119,6 +119,7 @@ pub(super) fn bury(
         scope_id: record.scope_id.clone(),
     };
     db.put(&tombstone_key(id), &tomb, None)?;
+    db.put(&buried_key(&tomb), &Link { memory_id: id.to_string() }, None)?;
     // What was deleted is not proposed again, in the same words or others,
     // unless the user says it again afterwards (see `check_fence`).
     let fence = ContentFence {
@@ -155,7 +156,7 @@ fn matches(record: &MemoryRecord, selector: &Selector) -> bool {
 fn select(db: &mut Db, scope: Scope, scope_id: &Option<String>, selector: &Selector) -> Result<Vec<(u64, MemoryRecord)>> {
     let mut out = Vec::new();
     let ids: Vec<String> = if selector.memory_ids.is_empty() {
-        members(db, scope, scope_id)?
+        members(db, scope, scope_id, selector.key.as_deref())?
     } else {
         selector.memory_ids.clone()
     };
@@ -232,7 +233,7 @@ pub fn delete(db: &mut Db, request: DeleteRequest) -> Result<DeletionReceipt> {
     };
     db.put(&journal, &Deletion { pending, receipt: receipt.clone() }, Some(0))?;
     if !selected.is_empty() {
-        memory_revision_bump(db)?;
+        memory_revision_bump(db, &request.now)?;
     }
     Ok(receipt)
 }
@@ -399,7 +400,7 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     if !targets.is_empty() {
         sweep(db, &targets)?;
         // Index entries were removed: warm indexes catch up from the log.
-        memory_revision_bump(db)?;
+        memory_revision_bump(db, &request.now)?;
     }
     db.put(&format!("mem/purge/{purge_id}"), &json!({"at": request.now, "targets": targets, "verified": targets.len()}), None)?;
     Ok(PurgeReceipt { confirmation, purge_id, schema_version: 1, status: "purged".into(), targets })

@@ -13,7 +13,7 @@ use crate::store::Db;
 use serde_json::json;
 use super::authorize::{admit_scope, authorize, illegal};
 use super::deletion::bury;
-use super::records::{audit, effective_state, event_data, load, memory_revision_bump, save, unlink, version_key};
+use super::records::{audit, effective_state, event_data, load, memory_revision_bump, save, version_key};
 use super::requests::{Action, Authority, DecideRequest, MemoryReceipt};
 use super::supersession::resolve_slot;
 
@@ -129,7 +129,6 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
             }
             // The previous version stays readable for the audit trail until deletion.
             db.put(&version_key(&record.memory_id, record.revision), &record, Some(0))?;
-            unlink(db, &record)?;
             record.content = content;
             "memory.corrected"
         }
@@ -149,7 +148,6 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
                 return Err(KernelError::new(ErrorCode::ScopeDenied, "a user promotes a memory only into their own user scope (authority.actor)")
                     .with_detail(json!({"targetScopeId": request.target_scope_id, "actor": request.authority.actor})));
             }
-            unlink(db, &record)?;
             record.scope = target;
             record.scope_id = request.target_scope_id.clone();
             "memory.promoted"
@@ -160,7 +158,7 @@ pub fn decide(db: &mut Db, request: DecideRequest) -> Result<MemoryReceipt> {
     save(db, rev, &mut record, &now)?;
     audit(db, &record, &name, Some(from), Some(&request.authority), &now, request.by.clone().map(|b| format!("by {b}")))?;
     events::emit(db, event, &now, None, None, event_data(&record))?;
-    memory_revision_bump(db)?;
+    memory_revision_bump(db, &now)?;
     Ok(MemoryReceipt { conflicts, memory: record, merged: false, schema_version: 1, superseded })
 }
 
@@ -171,6 +169,6 @@ fn reject(db: &mut Db, rev: u64, record: MemoryRecord, authority: &Authority, no
     view.state = MemoryState::Deleted;
     audit(db, &view, "rejected", Some(MemoryState::Candidate), Some(authority), now, None)?;
     events::emit(db, "memory.deleted", now, None, None, json!({"memoryId": view.memory_id, "reason": "rejected"}))?;
-    memory_revision_bump(db)?;
+    memory_revision_bump(db, now)?;
     Ok(MemoryReceipt { conflicts: Vec::new(), memory: view, merged: false, schema_version: 1, superseded: Vec::new() })
 }

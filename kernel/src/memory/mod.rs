@@ -18,13 +18,21 @@
 //! order: the stronger authority, or a later validity, or a user correction
 //! supersedes; otherwise both stay and the conflict is reported.
 //!
+//! Reads cost what they answer, not the scope: a keyed read walks the
+//! key's slot, a resident snapshot walks the scope's ranking (kept on every
+//! save) until its budget is spent, and each scope lists its tombstones.
+//! These lookups are marked with the memory revision they were kept at; a
+//! store whose mark is behind (written before they existed, or by a kernel
+//! that does not keep them) is read from the records, and rebuilt at its
+//! next memory write.
+//!
 //! Deletion writes a tombstone carrying the record's revision and the
 //! caller's fence first, so a replica replaying an old write cannot bring the
 //! memory back: every read checks the tombstone.
 //!
 //! - `requests` — the commands' requests and receipts
-//! - `records` — records in the store: keys, lookups, load and save, the
-//!   audit trail, a record's state at `now`
+//! - `records` — records in the store: keys, lookups (and their rebuild),
+//!   load and save, the audit trail, a record's state at `now`
 //! - `authorize` — each transition checked against the authority table
 //!   (`crate::authority`)
 //! - `propose` — candidates: their inherited sensitivity and sinks, secrets
@@ -52,7 +60,7 @@ pub use lifecycle::decide;
 pub use propose::{propose, propose_all, MAX_CONTENT_BYTES};
 pub use read::{read, sink_permits};
 pub use verify::{verify, Problem, ProblemKind, VerifyReport, VerifyRequest};
-pub use records::{effective_state, load, tombstones, MAX_SELECTED};
+pub use records::{effective_state, load, ranked, tombstones, MAX_SELECTED};
 pub use requests::{
     Action, AuditEntry, Authority, DecideRequest, DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, MemoryReceipt, MemoryView,
     PartReceipt, PartStatus, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse, Selector,

@@ -82,7 +82,7 @@ pub fn propose_all(db: &mut Db, candidates: Vec<MemoryCandidate>, authority: Opt
         .map(|(i, c)| propose_one(db, c, authority, now).map_err(|e| e.at(&format!("candidates[{i}]"))))
         .collect::<Result<Vec<_>>>()?;
     if !receipts.is_empty() {
-        memory_revision_bump(db)?;
+        memory_revision_bump(db, now)?;
     }
     Ok(receipts)
 }

@@ -20,7 +20,7 @@ pub fn read(db: &mut Db, request: ReadMemoryRequest) -> Result<ReadMemoryRespons
     check_scope("scope", request.scope, request.scope_id.as_deref())?;
     let states = if request.states.is_empty() { vec![MemoryState::Active, MemoryState::Reinforced] } else { request.states.clone() };
     let mut memories = Vec::new();
-    for id in members(db, request.scope, &request.scope_id)? {
+    for id in members(db, request.scope, &request.scope_id, request.key.as_deref())? {
         let Some((_, record)) = load(db, &id)? else { continue };
         if request.key.as_ref().is_some_and(|k| record.key.as_ref() != Some(k)) {
             continue;

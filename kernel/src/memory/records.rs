@@ -1,10 +1,21 @@
 //! Memory records in the store: the key layout, the lookup entries (scope
-//! membership, slot, fingerprint), load and save, the audit trail, and a
-//! record's state at `now`.
+//! membership, slot, fingerprint, resident ranking, each scope's tombstone
+//! list), load and save, the audit trail, and a record's state at `now`.
+//!
+//! | key                                        | value                         |
+//! |--------------------------------------------|-------------------------------|
+//! | `mem/rec/<id>`                             | the record                    |
+//! | `mem/tomb/<id>`                            | its tombstone, once deleted   |
+//! | `mem/scope/<scope>/<id>`                   | link: the scope's members     |
+//! | `mem/slot/<scope>/<key>/<id>`              | link: a key's memories        |
+//! | `mem/fp/<scope>/<fingerprint>`             | link: the record with these words |
+//! | `mem/rank/<scope>/<importance><confidence>/<id>` | link: the snapshot's order |
+//! | `mem/tombs/<scope>/<id>`                   | link: the scope's tombstones  |
+//! | `mem/lookups`                              | memory revision the ranking and tombstone lists were kept at |
 
 use crate::authority;
 use crate::canonical::{self, Timestamp};
-use crate::contracts::{MemoryRecord, MemoryState, Scope, SourceRef};
+use crate::contracts::{MemoryRecord, MemoryState, Scope, Sensitivity, SourceRef};
 use crate::error::Result;
 use crate::index;
 use crate::store::{keys, Db};
@@ -93,8 +104,20 @@ fn members_prefix(scope: Scope, scope_id: &Option<String>) -> String {
     format!("mem/scope/{}/", scope_segment(scope, scope_id))
 }
 
-/// Where lookup entries live: scope memberships, slots, fingerprints.
-pub(super) const LINK_PREFIXES: [&str; 3] = ["mem/scope/", "mem/slot/", "mem/fp/"];
+/// Where lookup entries live: scope memberships, slots, fingerprints and
+/// the resident ranking.
+pub(super) const LINK_PREFIXES: [&str; 4] = ["mem/scope/", "mem/slot/", "mem/fp/", RANKING];
+
+/// Where each scope's resident ranking lives: an entry per memory a
+/// snapshot may show, keyed so that key order is the snapshot's order.
+pub(super) const RANKING: &str = "mem/rank/";
+
+/// Where each scope's tombstones are listed, by id.
+pub(super) const BURIED: &str = "mem/tombs/";
+
+/// The memory revision the ranking and the tombstone lists were last kept
+/// at (see [`lookups_current`]).
+const LOOKUPS: &str = "mem/lookups";
 
 /// Where consolidation journals live (see `consolidation`).
 pub(super) const JOURNALS: &str = "mem/ext/";
@@ -120,6 +143,34 @@ pub(super) fn slot_prefix(scope: Scope, scope_id: &Option<String>, key: &str) ->
 
 pub(super) fn fingerprint_key(scope: Scope, scope_id: &Option<String>, fingerprint: &str) -> String {
     format!("mem/fp/{}/{}", scope_segment(scope, scope_id), fingerprint.trim_start_matches("sha256:"))
+}
+
+/// A record's place in its scope's resident ranking: most important first,
+/// then most certain, then by id. Only active memories a snapshot may show
+/// (sensitivity `internal` or below) have one.
+pub(super) fn rank_key(record: &MemoryRecord) -> Option<String> {
+    if !matches!(record.state, MemoryState::Active | MemoryState::Reinforced) || record.sensitivity > Sensitivity::Internal {
+        return None;
+    }
+    // `f64::total_cmp`'s order as unsigned bits, flipped: larger first.
+    let descending = |x: f64| {
+        let bits = x.to_bits();
+        !(if bits >> 63 == 1 { !bits } else { bits | 1 << 63 })
+    };
+    let (importance, confidence) = (descending(record.importance), descending(record.confidence));
+    Some(format!("{}{importance:016x}{confidence:016x}/{}", ranking_prefix(record.scope, &record.scope_id), keys::segment(&record.memory_id)))
+}
+
+fn ranking_prefix(scope: Scope, scope_id: &Option<String>) -> String {
+    format!("{RANKING}{}/", scope_segment(scope, scope_id))
+}
+
+fn buried_prefix(scope: Scope, scope_id: &Option<String>) -> String {
+    format!("{BURIED}{}/", scope_segment(scope, scope_id))
+}
+
+pub(super) fn buried_key(tomb: &Tombstone) -> String {
+    format!("{}{}", buried_prefix(tomb.scope, &tomb.scope_id), keys::segment(&tomb.memory_id))
 }
 
 fn audit_key(id: &str, n: u64) -> String {
@@ -219,18 +270,126 @@ pub(super) fn fingerprint(scope: Scope, scope_id: &Option<String>, category: &st
     canonical::digest_value(&json!([scope, scope_id, category, key, normalize(content)]))
 }
 
-pub(super) fn memory_revision_bump(db: &mut Db) -> Result<u64> {
+/// Ends a call that changed memories: advances the memory revision, and
+/// keeps the lookups current with it. Lookups this call found out of date
+/// (a store written before they existed, or by a kernel that does not keep
+/// them) are rebuilt from the records and tombstones first, and a kernel
+/// event says so.
+pub(super) fn memory_revision_bump(db: &mut Db, now: &Timestamp) -> Result<u64> {
     let current = db.get::<Counter>(keys::MEMORY_REVISION)?;
     let expected = current.as_ref().map_or(0, |(r, _)| *r);
-    let next = current.map_or(0, |(_, c)| c.revision) + 1;
+    let revision = current.map_or(0, |(_, c)| c.revision);
+    if !lookups_current(db)? {
+        let (ranked, buried) = rebuild_lookups(db)?;
+        crate::events::emit(db, "memory.lookups-rebuilt", now, None, None, json!({"ranked": ranked, "tombstones": buried, "memoryRevision": revision}))?;
+    }
+    let next = revision + 1;
     db.put(keys::MEMORY_REVISION, &Counter { revision: next }, Some(expected))?;
+    db.put(LOOKUPS, &Counter { revision: next }, None)?;
     Ok(next)
 }
 
-/// The ids of a scope's memories (at most one more than the ceiling, so callers can tell).
-pub(super) fn members(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<String>> {
-    let entries: Vec<(String, Link)> = db.scan(&members_prefix(scope, scope_id), "", MAX_SELECTED + 1)?;
+/// Whether the ranking and the tombstone lists were kept by every call that
+/// changed memories: they were last kept at the memory revision (or no
+/// memory was ever written). Reads fall back to the records when not.
+pub(super) fn lookups_current(db: &mut Db) -> Result<bool> {
+    let kept = db.get::<Counter>(LOOKUPS).ok().flatten().map(|(_, c)| c.revision);
+    let revision = db.memory_revision()?;
+    Ok(kept == Some(revision) || (kept.is_none() && revision == 0))
+}
+
+/// Writes the ranking and the tombstone lists again from the records and
+/// tombstones; returns how many entries of each it wrote.
+fn rebuild_lookups(db: &mut Db) -> Result<(u64, u64)> {
+    for prefix in [RANKING, BURIED] {
+        let mut stale = Vec::new();
+        db.visit(prefix, |key, _| {
+            stale.push(key.to_string());
+            Ok(())
+        })?;
+        for key in stale {
+            db.remove(&key, None)?;
+        }
+    }
+    let mut tombs: BTreeMap<String, Tombstone> = BTreeMap::new();
+    db.visit("mem/tomb/", |key, value| {
+        let tomb: Tombstone = crate::store::decode(key, value)?;
+        tombs.insert(tomb.memory_id.clone(), tomb);
+        Ok(())
+    })?;
+    let mut ranked = Vec::new();
+    db.visit("mem/rec/", |key, value| {
+        let record: MemoryRecord = crate::store::decode(key, value)?;
+        let live = tombs.get(&record.memory_id).is_none_or(|t| record.revision > t.revision);
+        if let Some(rank) = rank_key(&record).filter(|_| live) {
+            ranked.push((rank, record.memory_id));
+        }
+        Ok(())
+    })?;
+    for (key, memory_id) in &ranked {
+        db.put(key, &Link { memory_id: memory_id.clone() }, None)?;
+    }
+    for tomb in tombs.values() {
+        db.put(&buried_key(tomb), &Link { memory_id: tomb.memory_id.clone() }, None)?;
+    }
+    Ok((ranked.len() as u64, tombs.len() as u64))
+}
+
+/// The ids of a scope's memories, or of those in one of its slots when a
+/// key is given (at most one more than the ceiling, so callers can tell).
+pub(super) fn members(db: &mut Db, scope: Scope, scope_id: &Option<String>, key: Option<&str>) -> Result<Vec<String>> {
+    let prefix = match key {
+        Some(key) => slot_prefix(scope, scope_id, key),
+        None => members_prefix(scope, scope_id),
+    };
+    let entries: Vec<(String, Link)> = db.scan(&prefix, "", MAX_SELECTED + 1)?;
     Ok(entries.into_iter().map(|(_, m)| m.memory_id).collect())
+}
+
+/// Hands `each` the scope's memories a resident snapshot may show, most
+/// important first, until it returns false. Returns false, having stopped,
+/// when the ranking disagrees with a record: the caller starts again with
+/// `trusted` false, which reads every record of the scope instead (as it
+/// does when the ranking is not current).
+pub fn ranked(db: &mut Db, scope: Scope, scope_id: &Option<String>, trusted: bool, mut each: impl FnMut(&MemoryRecord) -> bool) -> Result<bool> {
+    if !trusted || !lookups_current(db)? {
+        let mut all = Vec::new();
+        for id in members(db, scope, scope_id, None)? {
+            if let Some((_, record)) = load(db, &id)? {
+                if let Some(rank) = rank_key(&record).filter(|_| record.scope == scope && record.scope_id == *scope_id) {
+                    all.push((rank, record));
+                }
+            }
+        }
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, record) in &all {
+            if !each(record) {
+                break;
+            }
+        }
+        return Ok(true);
+    }
+    // Snapshots are short: a small page is most of what one reads.
+    const PAGE: usize = 64;
+    let prefix = ranking_prefix(scope, scope_id);
+    let mut after = String::new();
+    loop {
+        let page = db.scan_bytes(&prefix, &after, PAGE)?;
+        for (key, value) in &page {
+            let Ok(link) = serde_json::from_slice::<Link>(value) else { return Ok(false) };
+            let Some((_, record)) = load(db, &link.memory_id)? else { return Ok(false) };
+            if rank_key(&record).as_deref() != Some(key.as_str()) {
+                return Ok(false);
+            }
+            if !each(&record) {
+                return Ok(true);
+            }
+        }
+        match page.last() {
+            Some((key, _)) if page.len() == PAGE => after.clone_from(key),
+            _ => return Ok(true),
+        }
+    }
 }
 
 /// The record and its store revision, unless a tombstone fences it off.
@@ -242,8 +401,31 @@ pub fn load(db: &mut Db, id: &str) -> Result<Option<(u64, MemoryRecord)>> {
 }
 
 /// The tombstones of one scope, however many the store holds: read a page
-/// at a time, never cut off at a count.
+/// at a time, never cut off at a count. From the scope's list when it is
+/// current and agrees with every tombstone it names; from all tombstones
+/// otherwise.
 pub fn scope_tombstones(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<Tombstone>> {
+    if lookups_current(db)? {
+        let mut ids = Vec::new();
+        let mut readable = true;
+        db.visit(&buried_prefix(scope, scope_id), |key, value| {
+            match serde_json::from_slice::<Link>(value) {
+                Ok(link) => ids.push((key.to_string(), link.memory_id)),
+                Err(_) => readable = false,
+            }
+            Ok(())
+        })?;
+        let mut found = Vec::with_capacity(ids.len());
+        for (key, id) in ids.iter().take_while(|_| readable) {
+            match db.get::<Tombstone>(&tombstone_key(id)) {
+                Ok(Some((_, tomb))) if buried_key(&tomb) == *key => found.push(tomb),
+                _ => break,
+            }
+        }
+        if readable && found.len() == ids.len() {
+            return Ok(found);
+        }
+    }
     let mut found = Vec::new();
     db.visit("mem/tomb/", |key, value| {
         let tomb: Tombstone = crate::store::decode(key, value)?;
@@ -305,17 +487,28 @@ pub(super) fn event_data(record: &MemoryRecord) -> serde_json::Value {
     })
 }
 
+/// Writes a record over the one at `store_revision` (0: a new one), and
+/// moves its lookup entries with it: those of the version it replaces that
+/// the new one no longer has (another scope, words or rank) go.
 pub(super) fn save(db: &mut Db, store_revision: u64, record: &mut MemoryRecord, now: &Timestamp) -> Result<()> {
     record.updated_at = now.clone();
     record.digest = canonical::digest_bytes(record.content.as_bytes());
     record.validate()?;
+    let previous = if store_revision == 0 { None } else { db.get::<MemoryRecord>(&record_key(&record.memory_id))?.map(|(_, r)| r) };
     db.put(&record_key(&record.memory_id), record, Some(store_revision))?;
+    if let Some(previous) = previous {
+        let kept = links(record)?;
+        for key in links(&previous)?.into_iter().filter(|k| !kept.contains(k)) {
+            drop_link(db, &key, &record.memory_id)?;
+        }
+    }
     link(db, record)?;
     index::add(db, record)?;
     Ok(())
 }
 
-/// A record's lookup entries: its scope membership, its slot, its fingerprint.
+/// A record's lookup entries: its scope membership, its slot, its
+/// fingerprint, its place in the resident ranking.
 pub(super) fn links(record: &MemoryRecord) -> Result<Vec<String>> {
     let mut out = vec![member_key(record.scope, &record.scope_id, &record.memory_id)];
     if let Some(key) = &record.key {
@@ -323,6 +516,7 @@ pub(super) fn links(record: &MemoryRecord) -> Result<Vec<String>> {
     }
     let fp = fingerprint(record.scope, &record.scope_id, &record.category, &record.key, &record.content)?;
     out.push(fingerprint_key(record.scope, &record.scope_id, &fp));
+    out.extend(rank_key(record));
     Ok(out)
 }
 
@@ -341,9 +535,14 @@ fn link(db: &mut Db, record: &MemoryRecord) -> Result<()> {
 /// have moved on to a newer record with the same text).
 pub(super) fn unlink(db: &mut Db, record: &MemoryRecord) -> Result<()> {
     for key in links(record)? {
-        if db.get::<Link>(&key)?.is_some_and(|(_, l)| l.memory_id == record.memory_id) {
-            db.remove(&key, None)?;
-        }
+        drop_link(db, &key, &record.memory_id)?;
+    }
+    Ok(())
+}
+
+fn drop_link(db: &mut Db, key: &str, memory_id: &str) -> Result<()> {
+    if db.get::<Link>(key)?.is_some_and(|(_, l)| l.memory_id == memory_id) {
+        db.remove(key, None)?;
     }
     Ok(())
 }

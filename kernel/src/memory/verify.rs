@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::index::{self, DocVector};
 use crate::store::{self, keys, Db};
 use std::collections::{BTreeMap, BTreeSet};
-use super::records::{journal_receipts, links, receipt_memory, Link, JOURNALS, LINK_PREFIXES};
+use super::records::{buried_key, journal_receipts, links, lookups_current, receipt_memory, Link, BURIED, JOURNALS, LINK_PREFIXES, RANKING};
 use super::requests::Tombstone;
 
 /// Most problems a report lists; `problemCount` counts them all.
@@ -55,11 +55,13 @@ pub enum ProblemKind {
     BuriedCopy,
     /// Something left of a purged memory besides its tombstone and fence.
     PurgedTrace,
-    /// A scope, slot or fingerprint entry whose memory is not live, or that
-    /// its memory does not have.
+    /// A scope, slot, fingerprint or ranking entry whose memory is not live,
+    /// or that its memory does not have; a tombstone list's entry with no
+    /// such tombstone.
     DanglingLink,
-    /// A live memory's scope or slot entry is missing (a fingerprint entry
-    /// may have moved on to a newer memory with the same words).
+    /// A live memory's scope, slot or ranking entry, or a tombstone's entry
+    /// in its scope's list, is missing (a fingerprint entry may have moved on
+    /// to a newer memory with the same words).
     MissingLink,
     /// A term vector or embedding of a memory that is not live.
     DanglingIndexEntry,
@@ -134,9 +136,11 @@ pub fn verify(db: &mut Db, request: VerifyRequest) -> Result<VerifyReport> {
     let live_segments: BTreeMap<String, String> = live.keys().map(|id| (keys::segment(id), id.clone())).collect();
     let held_segments: BTreeSet<String> = tombs.values().filter(|t| !t.purged).map(|t| keys::segment(&t.memory_id)).collect();
     let purged_segments: BTreeSet<String> = tombs.values().filter(|t| t.purged).map(|t| keys::segment(&t.memory_id)).collect();
-    // Lookup entries: each belongs to a live memory that has it.
+    // Lookup entries: each belongs to a live memory that has it. The
+    // ranking is only read, and so only held to the records, while current.
+    let current = lookups_current(db)?;
     let mut present = BTreeSet::new();
-    for prefix in LINK_PREFIXES {
+    for prefix in LINK_PREFIXES.into_iter().filter(|p| current || *p != RANKING) {
         db.visit(prefix, |key, value| {
             report.seen("links");
             present.insert(key.to_string());
@@ -157,8 +161,29 @@ pub fn verify(db: &mut Db, request: VerifyRequest) -> Result<VerifyReport> {
     // words, and back to none when that one went: only memberships and slots
     // must be there.
     for (id, entries) in &live {
-        for entry in entries.iter().filter(|e| !e.starts_with("mem/fp/") && !present.contains(*e)) {
+        let required = |e: &&String| !e.starts_with("mem/fp/") && (current || !e.starts_with(RANKING));
+        for entry in entries.iter().filter(required).filter(|e| !present.contains(*e)) {
             report.problem(entry, ProblemKind::MissingLink, Some(id), "a live memory's lookup entry is missing");
+        }
+    }
+    // Each scope's list of tombstones names exactly the tombstones of that scope.
+    let mut listed = BTreeSet::new();
+    db.visit(BURIED, |key, value| {
+        report.seen("links");
+        listed.insert(key.to_string());
+        match store::decode::<Link>(key, value) {
+            Err(_) => report.problem(key, ProblemKind::Undecodable, None, "not a link"),
+            Ok(link) if tombs.get(&link.memory_id).is_none_or(|t| buried_key(t) != key) => {
+                report.problem(key, ProblemKind::DanglingLink, Some(&link.memory_id), "no tombstone of this scope and id")
+            }
+            Ok(_) => {}
+        }
+        Ok(())
+    })?;
+    for tomb in tombs.values().filter(|_| current) {
+        let key = buried_key(tomb);
+        if !listed.contains(&key) {
+            report.problem(&key, ProblemKind::MissingLink, Some(&tomb.memory_id), "a tombstone is missing from its scope's list");
         }
     }
     // Index entries: term vectors and embeddings of live memories only (a
