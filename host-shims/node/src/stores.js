@@ -2,6 +2,10 @@
 // and byte; a store keeps per-key revisions, compare-and-swap, bytewise key
 // order, and one transaction per kernel call.
 
+import btree from 'sorted-btree';
+
+const { default: BTree } = btree;
+
 /** A write whose expected revision did not match; carries the current one (0: absent). */
 export class StoreConflict extends Error {
   constructor(current) {
@@ -25,9 +29,9 @@ const checkRevision = (current, expected) => {
   }
 };
 
-/** Process memory; for tests and throwaway sessions. */
+/** Process memory; for tests and throwaway sessions. Kept sorted, so a scan reads only the page it returns. */
 export class MemoryStore {
-  #entries = new Map();
+  #entries = new BTree(undefined, compareBytes);
   #undo = null;
 
   get(key) {
@@ -36,11 +40,14 @@ export class MemoryStore {
   }
 
   scan(prefix, startAfter, limit) {
-    const keys = [...this.#entries.keys()]
-      .filter((k) => k.startsWith(prefix) && k > startAfter)
-      .sort(compareBytes)
-      .slice(0, limit);
-    return keys.map((k) => this.get(k));
+    // From the prefix itself when the cursor is before it, else just past the cursor.
+    const from = compareBytes(startAfter, prefix) < 0 ? prefix : startAfter;
+    const out = [];
+    for (const [key, e] of this.#entries.entries(from)) {
+      if (out.length >= limit || !key.startsWith(prefix)) break;
+      if (key !== startAfter) out.push({ key, revision: e.revision, value: e.value });
+    }
+    return out;
   }
 
   put(key, value, expected) {
@@ -76,7 +83,7 @@ export class MemoryStore {
 
   /** Every entry in key order (for dumps and tests). */
   entries() {
-    return [...this.#entries.keys()].sort(compareBytes).map((k) => this.get(k));
+    return [...this.#entries.keys()].map((k) => this.get(k));
   }
 
   #touch(key) {
@@ -84,9 +91,24 @@ export class MemoryStore {
   }
 }
 
-/** Keys are ASCII, so UTF-16 order is bytewise order; this keeps it explicit. */
+/**
+ * Bytewise (UTF-8) order, which is code point order. UTF-16 code units are in
+ * that order too, but for a surrogate (half of a code point past U+FFFF),
+ * which comes after every other unit.
+ */
 function compareBytes(a, b) {
-  return Buffer.compare(Buffer.from(a), Buffer.from(b));
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) {
+    const x = a.charCodeAt(i);
+    const y = b.charCodeAt(i);
+    if (x !== y) {
+      const sx = x >= 0xd800 && x <= 0xdfff;
+      const sy = y >= 0xd800 && y <= 0xdfff;
+      if (sx !== sy) return sx ? 1 : -1;
+      return x < y ? -1 : 1;
+    }
+  }
+  return a.length - b.length;
 }
 
 /** How long a call waits for another connection's write lock before `storage-failure`. */

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { Kernel, KernelError, SqliteStore, StoreError } from '../src/index.js';
+import { Kernel, KernelError, MemoryStore, SqliteStore, StoreError } from '../src/index.js';
 import { appendRequest, planRequest } from './helpers.js';
 
 const child = new URL('./append-child.js', import.meta.url).pathname;
@@ -74,5 +74,40 @@ test('readers never wait on a writer, and a busy writer gets a typed error', asy
     assert.equal(kernel.appendEvents(appendRequest(2, 1)).head.seq, 3);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the memory store scans in byte order from any cursor', () => {
+  // Around the one-byte/two-byte boundary, the BMP's top, past it (a surrogate pair), and the key separators.
+  const alphabet = ['a', 'b', '/', '-', '%', '\x7f', '\x80', 'é', '\ue000', '\uffff', '\u{1f600}'];
+  const bytes = (s) => Buffer.from(s);
+  for (let seed = 1; seed <= 4; seed++) {
+    let state = seed;
+    const next = (n) => {
+      state = (state * 1103515245 + 12345) % 2147483648;
+      return state % n;
+    };
+    const word = () => Array.from({ length: next(5) }, () => alphabet[next(alphabet.length)]).join('');
+    const store = new MemoryStore();
+    const model = new Map();
+    for (let i = 0; i < 2000; i++) {
+      const key = word();
+      if (next(10) < 7) {
+        store.put(key, bytes(key));
+        model.set(key, key);
+      } else {
+        store.remove(key);
+        model.delete(key);
+      }
+    }
+    const ordered = [...model.keys()].sort((a, b) => Buffer.compare(bytes(a), bytes(b)));
+    assert.deepEqual(store.entries().map((e) => e.key), ordered);
+    for (let i = 0; i < 400; i++) {
+      const prefix = word().slice(0, 2);
+      const after = word();
+      const limit = next(13);
+      const expected = ordered.filter((k) => k.startsWith(prefix) && Buffer.compare(bytes(k), bytes(after)) > 0).slice(0, limit);
+      assert.deepEqual(store.scan(prefix, after, limit).map((e) => e.key), expected, `scan(${JSON.stringify([prefix, after, limit])})`);
+    }
   }
 });

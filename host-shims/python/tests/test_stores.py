@@ -78,3 +78,30 @@ def test_readers_never_wait_on_a_writer_and_a_busy_writer_gets_a_typed_error(tmp
     assert raised.value.message == "cannot begin a transaction: the store is busy: another connection held its write lock for more than 300 ms"
     writer.execute("ROLLBACK")
     assert kernel.append_events(append_request(2, 1))["head"]["seq"] == 3
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_memory_store_scans_in_byte_order_from_any_cursor(seed):
+    import random
+
+    from ctxkernel_sdk import MemoryStore
+
+    rng = random.Random(seed)
+    # Around the one-byte/two-byte boundary, the BMP's top, past it, and the key separators.
+    alphabet = ["a", "b", "/", "-", "%", "\x7f", "\x80", "é", "\ue000", "\uffff", "\U0001f600"]
+    word = lambda: "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4)))  # noqa: E731
+    store, model = MemoryStore(), {}
+    for _ in range(2000):
+        key = word()
+        if rng.random() < 0.7:
+            store.put(key, key.encode(), None)
+            model[key] = key.encode()
+        else:
+            store.remove(key, None)
+            model.pop(key, None)
+    ordered = sorted(model, key=str.encode)
+    assert [e.key for e in store.entries()] == ordered
+    for _ in range(400):
+        prefix, after, limit = word()[:2], word(), rng.randint(0, 12)
+        expected = [k for k in ordered if k.startswith(prefix) and k.encode() > after.encode()][:limit]
+        assert [(e.key, e.value) for e in store.scan(prefix, after, limit)] == [(k, model[k]) for k in expected]

@@ -10,6 +10,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
 
+from sortedcontainers import SortedDict
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -53,10 +55,14 @@ def _check(current: int, expected: Optional[int]) -> None:
 
 
 class MemoryStore:
-    """Process memory; for tests and throwaway sessions."""
+    """Process memory; for tests and throwaway sessions.
+
+    Kept sorted (str order is code point order, which is UTF-8 byte order),
+    so a scan reads only the page it returns.
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[int, bytes]] = {}
+        self._entries: SortedDict[str, tuple[int, bytes]] = SortedDict()
         self._undo: Optional[dict[str, Optional[tuple[int, bytes]]]] = None
 
     def get(self, key: str) -> Optional[Entry]:
@@ -64,8 +70,14 @@ class MemoryStore:
         return Entry(key, found[0], found[1]) if found else None
 
     def scan(self, prefix: str, start_after: str, limit: int) -> list[Entry]:
-        keys = sorted((k for k in self._entries if k.startswith(prefix) and k > start_after), key=str.encode)
-        return [Entry(k, *self._entries[k]) for k in keys[:limit]]
+        # From the prefix itself when the cursor is before it, else just past the cursor.
+        start, inclusive = (prefix, True) if start_after < prefix else (start_after, False)
+        out: list[Entry] = []
+        for key in self._entries.irange(start, inclusive=(inclusive, True)):
+            if len(out) >= limit or not key.startswith(prefix):
+                break
+            out.append(Entry(key, *self._entries[key]))
+        return out
 
     def put(self, key: str, value: bytes, expected: Optional[int]) -> int:
         current = self._entries.get(key, (0, b""))[0]
@@ -97,7 +109,7 @@ class MemoryStore:
 
     def entries(self) -> list[Entry]:
         """Every entry in key order (for dumps and tests)."""
-        return [Entry(k, *self._entries[k]) for k in sorted(self._entries, key=str.encode)]
+        return [Entry(k, *self._entries[k]) for k in self._entries]
 
     def _touch(self, key: str) -> None:
         if self._undo is not None and key not in self._undo:

@@ -28,6 +28,13 @@ public final class SqliteStore implements Store, AutoCloseable {
 
     private final Connection db;
     private final long busyTimeoutMs;
+    /** Each statement is prepared once, when the store opens, and reused by every call. */
+    private final PreparedStatement selectRevision;
+    private final PreparedStatement selectEntry;
+    private final PreparedStatement scanFirst;
+    private final PreparedStatement scanAfter;
+    private final PreparedStatement upsert;
+    private final PreparedStatement delete;
     /** Transactions are explicit statements, so JDBC's auto-commit flag does not track them. */
     private boolean inTransaction;
 
@@ -62,6 +69,15 @@ public final class SqliteStore implements Store, AutoCloseable {
                     s.execute("COMMIT");
                 }
             }
+            selectRevision = db.prepareStatement("SELECT revision FROM ctxk_entries WHERE key = ?");
+            selectEntry = db.prepareStatement("SELECT revision, value FROM ctxk_entries WHERE key = ?");
+            // One lower bound per query, so SQLite seeks to it (with two it may
+            // seek to the prefix and step over every earlier page again).
+            scanFirst = db.prepareStatement("SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key < ? ORDER BY key LIMIT ?");
+            scanAfter = db.prepareStatement("SELECT key, revision, value FROM ctxk_entries WHERE key > ? AND key < ? ORDER BY key LIMIT ?");
+            upsert = db.prepareStatement(
+                    "INSERT INTO ctxk_entries (key, revision, value) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value");
+            delete = db.prepareStatement("DELETE FROM ctxk_entries WHERE key = ?");
         } catch (SQLException e) {
             throw new StoreException("cannot open " + path + ": " + e.getMessage(), e);
         }
@@ -89,11 +105,9 @@ public final class SqliteStore implements Store, AutoCloseable {
 
     private long revision(String key) throws StoreException {
         return guard(() -> {
-            try (PreparedStatement p = db.prepareStatement("SELECT revision FROM ctxk_entries WHERE key = ?")) {
-                p.setString(1, key);
-                try (ResultSet r = p.executeQuery()) {
-                    return r.next() ? r.getLong(1) : 0L;
-                }
+            selectRevision.setString(1, key);
+            try (ResultSet r = selectRevision.executeQuery()) {
+                return r.next() ? r.getLong(1) : 0L;
             }
         });
     }
@@ -101,11 +115,9 @@ public final class SqliteStore implements Store, AutoCloseable {
     @Override
     public Entry get(String key) throws StoreException {
         return guard(() -> {
-            try (PreparedStatement p = db.prepareStatement("SELECT revision, value FROM ctxk_entries WHERE key = ?")) {
-                p.setString(1, key);
-                try (ResultSet r = p.executeQuery()) {
-                    return r.next() ? new Entry(key, r.getLong(1), r.getBytes(2)) : null;
-                }
+            selectEntry.setString(1, key);
+            try (ResultSet r = selectEntry.executeQuery()) {
+                return r.next() ? new Entry(key, r.getLong(1), r.getBytes(2)) : null;
             }
         });
     }
@@ -113,27 +125,21 @@ public final class SqliteStore implements Store, AutoCloseable {
     @Override
     public List<Entry> scan(String prefix, String startAfter, int limit) throws StoreException {
         return guard(() -> {
-            // One lower bound per query, so SQLite seeks to it (with two it may
-            // seek to the prefix and step over every earlier page again).
             boolean first = startAfter.compareTo(prefix) < 0;
-            String sql = first
-                    ? "SELECT key, revision, value FROM ctxk_entries WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
-                    : "SELECT key, revision, value FROM ctxk_entries WHERE key > ? AND key < ? ORDER BY key LIMIT ?";
-            try (PreparedStatement p = db.prepareStatement(sql)) {
-                p.setString(1, first ? prefix : startAfter);
-                p.setString(2, prefixEnd(prefix));
-                p.setInt(3, limit);
-                List<Entry> out = new ArrayList<>();
-                try (ResultSet r = p.executeQuery()) {
-                    while (r.next()) {
-                        String key = r.getString(1);
-                        if (key.startsWith(prefix)) {
-                            out.add(new Entry(key, r.getLong(2), r.getBytes(3)));
-                        }
+            PreparedStatement p = first ? scanFirst : scanAfter;
+            p.setString(1, first ? prefix : startAfter);
+            p.setString(2, prefixEnd(prefix));
+            p.setInt(3, limit);
+            List<Entry> out = new ArrayList<>();
+            try (ResultSet r = p.executeQuery()) {
+                while (r.next()) {
+                    String key = r.getString(1);
+                    if (key.startsWith(prefix)) {
+                        out.add(new Entry(key, r.getLong(2), r.getBytes(3)));
                     }
                 }
-                return out;
             }
+            return out;
         });
     }
 
@@ -142,13 +148,10 @@ public final class SqliteStore implements Store, AutoCloseable {
         long current = revision(key);
         MemoryStore.check(current, expected);
         guard(() -> {
-            try (PreparedStatement p = db.prepareStatement(
-                    "INSERT INTO ctxk_entries (key, revision, value) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET revision = excluded.revision, value = excluded.value")) {
-                p.setString(1, key);
-                p.setLong(2, current + 1);
-                p.setBytes(3, value);
-                return p.executeUpdate();
-            }
+            upsert.setString(1, key);
+            upsert.setLong(2, current + 1);
+            upsert.setBytes(3, value);
+            return upsert.executeUpdate();
         });
         return current + 1;
     }
@@ -157,10 +160,8 @@ public final class SqliteStore implements Store, AutoCloseable {
     public void remove(String key, Long expected) throws StoreException, StoreConflict {
         MemoryStore.check(revision(key), expected);
         guard(() -> {
-            try (PreparedStatement p = db.prepareStatement("DELETE FROM ctxk_entries WHERE key = ?")) {
-                p.setString(1, key);
-                return p.executeUpdate();
-            }
+            delete.setString(1, key);
+            return delete.executeUpdate();
         });
     }
 
