@@ -259,3 +259,14 @@ proptest! {
         prop_assert_eq!(call(&mut store, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap()["ok"].clone(), json!(true));
     }
 }
+
+#[test]
+fn a_keyed_delete_does_not_trust_the_slot() {
+    let mut store = MemStore::default();
+    propose(&mut store, vec![memory("big", 7, 0.5, 0.5)]);
+    // A partial restore lost the slot entry; the scope's membership still names the memory.
+    store.entries.retain(|k, _| !k.starts_with("mem/slot/"));
+    let receipt = call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r", "subject": "u", "scope": "project",
+        "scopeId": "big", "selector": {"key": "k7"}, "authority": admin(), "fence": 1})).unwrap();
+    assert_eq!(receipt["matched"], json!(1), "{receipt}");
+}

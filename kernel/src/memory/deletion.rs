@@ -156,7 +156,9 @@ fn matches(record: &MemoryRecord, selector: &Selector) -> bool {
 fn select(db: &mut Db, scope: Scope, scope_id: &Option<String>, selector: &Selector) -> Result<Vec<(u64, MemoryRecord)>> {
     let mut out = Vec::new();
     let ids: Vec<String> = if selector.memory_ids.is_empty() {
-        members(db, scope, scope_id, selector.key.as_deref())?
+        // Every member, not the key's slot: a deletion must not miss a
+        // memory whose slot entry a partial restore lost.
+        members(db, scope, scope_id, None)?
     } else {
         selector.memory_ids.clone()
     };
