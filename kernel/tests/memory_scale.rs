@@ -230,6 +230,10 @@ proptest! {
             c
         }).collect();
         let receipts = propose(&mut store, candidates);
+        // Neighbours whose scope ids look like this one's, ranked above everything.
+        for neighbour in ["bi", "big/x", "big%2F", "big-", "bIg"] {
+            propose(&mut store, vec![memory(neighbour, 0, 1.0, 1.0)]);
+        }
         for (receipt, s) in receipts.iter().zip(&shapes) {
             let id = receipt["memory"]["memoryId"].as_str().unwrap();
             if let Some(action) = s.action {

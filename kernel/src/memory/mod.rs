@@ -20,7 +20,7 @@
 //!
 //! Reads cost what they answer, not the scope: a keyed read walks the
 //! key's slot, a resident snapshot walks the scope's ranking (kept on every
-//! save) until its budget is spent, and each scope lists its tombstones.
+//! save) until no line can fit, and each scope lists its tombstones.
 //! These lookups are marked with the memory revision they were kept at; a
 //! store whose mark is behind (written before they existed, or by a kernel
 //! that does not keep them) is read from the records, and rebuilt at its

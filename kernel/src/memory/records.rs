@@ -576,6 +576,9 @@ mod tests {
             prop_assert!(!member_key(b.0, &b.1, &id).starts_with(&members_prefix(a.0, &a.1)));
             prop_assert!(!slot_key(b.0, &b.1, "k", &id).starts_with(&slot_prefix(a.0, &a.1, "k")));
             prop_assert_ne!(fingerprint_key(a.0, &a.1, "sha256:00"), fingerprint_key(b.0, &b.1, "sha256:00"));
+            for (pa, pb) in [(ranking_prefix(a.0, &a.1), ranking_prefix(b.0, &b.1)), (buried_prefix(a.0, &a.1), buried_prefix(b.0, &b.1))] {
+                prop_assert!(!pa.starts_with(&pb) && !pb.starts_with(&pa));
+            }
         }
     }
 }

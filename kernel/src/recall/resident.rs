@@ -13,8 +13,9 @@ use super::requests::{ResidentRequest, ResidentSnapshot};
 const MIN_LINE_TOKENS: u32 = 3;
 
 /// The snapshot walks the scope's resident ranking (`memory::ranked`) and
-/// stops when the budget is spent, so it reads what it shows and little
-/// more, however many memories the scope holds.
+/// stops once no line can fit. A line too long for what is left is skipped
+/// and the walk goes on, so a nearly full budget still reads every ranked
+/// memory after it.
 pub fn resident(db: &mut Db, request: ResidentRequest) -> Result<ResidentSnapshot> {
     check_version("request", request.schema_version)?;
     check_sink(&request.sink)?;
