@@ -124,6 +124,27 @@ fn keyed_reads_and_snapshots_read_what_they_answer() {
 }
 
 #[test]
+fn a_full_snapshot_looks_ahead_a_bounded_way() {
+    let mut store = big_store();
+    // Every budget leaves a different remainder too small for the next line,
+    // which the walk looks past a bounded number of times, whatever the scope holds.
+    for budget in 100..140 {
+        let (resident, reads) = counted(&mut store, Command::ResidentSnapshot, &snapshot(budget, "model:test"));
+        let included = resident["included"].as_array().unwrap().len() as u64;
+        assert!(reads <= 4 * (included + 64) + 16, "a snapshot of {included} at {budget} took {reads} store reads");
+        assert!(resident["tokens"].as_u64().unwrap() <= u64::from(budget));
+        assert_eq!(resident, call(&mut unmarked(&store), Command::ResidentSnapshot, &snapshot(budget, "model:test")).unwrap());
+    }
+    // A long memory ranked first does not shut out the short ones after it.
+    let mut long = memory("big", 9_999, 1.0, 1.0);
+    long["content"] = json!(vec!["lengthy"; 400].join(" "));
+    propose(&mut store, vec![long]);
+    let resident = call(&mut store, Command::ResidentSnapshot, &snapshot(120, "model:test")).unwrap();
+    assert!(resident["included"].as_array().unwrap().len() >= 5, "{resident}");
+    assert!(!resident["text"].as_str().unwrap().contains("lengthy"), "{resident}");
+}
+
+#[test]
 fn a_store_without_lookups_answers_the_same_and_gets_them_at_its_next_write() {
     let mut store = big_store();
     let before = (call(&mut store, Command::ResidentSnapshot, &snapshot(400, "model:test")).unwrap(), call(&mut store, Command::ReadMemory, &keyed_read("k3")).unwrap());

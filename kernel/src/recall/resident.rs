@@ -12,10 +12,18 @@ use super::requests::{ResidentRequest, ResidentSnapshot};
 /// No resident line is shorter than this (`- ` and one word).
 const MIN_LINE_TOKENS: u32 = 3;
 
+/// How many lines too long for what is left the walk passes over, looking
+/// for shorter ones, before it ends: enough that a long memory does not
+/// shut out the short ones ranked after it, few enough that a full budget
+/// does not read the rest of a large scope.
+const MAX_PASSED_OVER: u32 = 64;
+
 /// The snapshot walks the scope's resident ranking (`memory::ranked`) and
-/// stops once no line can fit. A line too long for what is left is skipped
-/// and the walk goes on, so a nearly full budget still reads every ranked
-/// memory after it.
+/// stops once no line can fit, or once it has passed over
+/// `MAX_PASSED_OVER` lines that did not, so it reads what it shows plus a
+/// bounded look-ahead. Memories that are not current or not for the sink
+/// are read and passed over without counting: the ranking cannot know a
+/// TTL that ran out or a sink it was not asked about.
 pub fn resident(db: &mut Db, request: ResidentRequest) -> Result<ResidentSnapshot> {
     check_version("request", request.schema_version)?;
     check_sink(&request.sink)?;
@@ -26,7 +34,7 @@ pub fn resident(db: &mut Db, request: ResidentRequest) -> Result<ResidentSnapsho
         snapshot = Snapshot::default();
         memory::ranked(db, request.scope, &request.scope_id, false, |record| snapshot.offer(record, &request))?;
     }
-    let Snapshot { text, included, digests } = snapshot;
+    let Snapshot { text, included, digests, .. } = snapshot;
     let version = crate::canonical::digest_value(&json!([request.scope, request.scope_id, included, digests]))?;
     Ok(ResidentSnapshot {
         included,
@@ -45,6 +53,7 @@ struct Snapshot {
     text: String,
     included: Vec<String>,
     digests: Vec<String>,
+    passed_over: u32,
 }
 
 impl Snapshot {
@@ -63,11 +72,13 @@ impl Snapshot {
         }
         let line = format!("\n- {}", record.content.split_whitespace().collect::<Vec<_>>().join(" "));
         let next = if self.text.is_empty() { format!("{HEADER}{line}") } else { format!("{}{line}", self.text) };
-        if tokens::estimate(&next) <= request.max_tokens {
-            self.text = next;
-            self.included.push(record.memory_id.clone());
-            self.digests.push(record.digest.clone());
+        if tokens::estimate(&next) > request.max_tokens {
+            self.passed_over += 1;
+            return self.passed_over < MAX_PASSED_OVER;
         }
+        self.text = next;
+        self.included.push(record.memory_id.clone());
+        self.digests.push(record.digest.clone());
         true
     }
 }
