@@ -74,6 +74,18 @@ pub mod keys {
         out
     }
 
+    /// A memory scope's key segment: its name, then its id escaped, or `-`
+    /// for none. `-` is the one id [`segment`] writes as `-`, so that id is
+    /// escaped too: no id is written the way "no id" is.
+    pub fn scope(scope: crate::contracts::Scope, scope_id: &Option<String>) -> String {
+        let id = match scope_id.as_deref() {
+            None => "-".to_string(),
+            Some("-") => "%2D".to_string(),
+            Some(id) => segment(id),
+        };
+        format!("{}/{id}", scope.name())
+    }
+
     pub fn session_head(session: &str) -> String {
         format!("ses/{}/head", segment(session))
     }

@@ -70,9 +70,15 @@ fn purge_in(store: &mut MemStore, (scope, scope_id): (&str, &str)) -> Value {
     purge(store, plan["confirmation"].clone()).unwrap()
 }
 
-/// What a store holds of the memory's words, by key.
+/// What a store holds of the memory's words, by key: in a value, or in the
+/// key itself (a posting's key names its term).
 fn holding_words(store: &MemStore) -> Vec<String> {
-    store.entries.iter().filter(|(_, (_, v))| String::from_utf8_lossy(v).contains("Zanzibar")).map(|(k, _)| k.clone()).collect()
+    store
+        .entries
+        .iter()
+        .filter(|(k, (_, v))| k.to_lowercase().contains("zanzibar") || String::from_utf8_lossy(v).to_lowercase().contains("zanzibar"))
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// The memory's entries as they stood before the deletion: what a raw
@@ -121,11 +127,18 @@ fn a_replayed_copy_is_named_and_purge_removes_every_trace() {
     let (store, id, earlier) = remembered();
     // Entries of the memory as it stands and as it stood before its
     // correction (the earlier fingerprint entry).
-    let mut old = entries_of(&store, &id);
-    old.extend(entries_of(&earlier, &id).into_iter().filter(|(k, _)| !store.entries.contains_key(k)));
-    assert!(old.len() >= 8, "record, scope, slot and two fingerprint links, term vector, embedding, version: {:?}", old.iter().map(|(k, _)| k).collect::<Vec<_>>());
-    let record_key = old.iter().find(|(k, _)| k.starts_with("mem/rec/")).unwrap().0.clone();
-    let revision = serde_json::from_slice::<Value>(&old.iter().find(|(k, _)| *k == record_key).unwrap().1 .1).unwrap()["revision"].as_u64().unwrap();
+    let mut entries = entries_of(&store, &id);
+    entries.extend(entries_of(&earlier, &id).into_iter().filter(|(k, _)| !store.entries.contains_key(k)));
+    // Each entry replayed or not, but the postings all or none (one per
+    // term: every subset of them would be too many to try).
+    let (postings, mut old): (Vec<_>, Vec<_>) = entries.into_iter().partition(|(k, _)| k.starts_with("mem/idx/term/"));
+    assert!(postings.len() >= 4, "a posting per term: {postings:?}");
+    let mut old: Vec<Vec<_>> = old.drain(..).map(|entry| vec![entry]).collect();
+    old.push(postings);
+    assert!(old.len() >= 9, "record, scope, slot and two fingerprint links, term vector, embedding, version, postings: {old:?}");
+    let record_at = old.iter().position(|group| group[0].0.starts_with("mem/rec/")).unwrap();
+    let record_key = old[record_at][0].0.clone();
+    let revision = serde_json::from_slice::<Value>(&old[record_at][0].1 .1).unwrap()["revision"].as_u64().unwrap();
     let mut deleted = store.clone();
     delete(&mut deleted, &id);
     // Every subset of the memory's entries replayed, the record at its old
@@ -134,15 +147,17 @@ fn a_replayed_copy_is_named_and_purge_removes_every_trace() {
     for mask in 0u32..(1 << old.len()) {
         for above in [false, true] {
             let mut replayed = deleted.clone();
-            for (i, (key, (rev, value))) in old.iter().enumerate() {
+            for (i, group) in old.iter().enumerate() {
                 if mask & (1 << i) == 0 {
                     continue;
                 }
-                let value = if *key == record_key && above { at_revision(value, revision + 1) } else { value.clone() };
-                replayed.entries.insert(key.clone(), (rev + 100, value));
+                for (key, (rev, value)) in group {
+                    let value = if *key == record_key && above { at_revision(value, revision + 1) } else { value.clone() };
+                    replayed.entries.insert(key.clone(), (rev + 100, value));
+                }
             }
             let report = verify(&mut replayed);
-            let record = mask & (1 << old.iter().position(|(k, _)| *k == record_key).unwrap()) != 0;
+            let record = mask & (1 << record_at) != 0;
             assert_eq!(report["ok"], json!(mask == 0), "mask {mask:b}: {report}");
             if record {
                 let expected = if above { "revived-record" } else { "buried-copy" };
@@ -224,6 +239,15 @@ fn purge_sweeps_every_scope_journals_and_a_replay_after_purge() {
     assert_eq!(purge_user(&mut store)["targets"], json!([id]));
     assert_eq!(verify(&mut store)["ok"], true, "{}", verify(&mut store));
     assert!(holding_words(&store).is_empty());
+    // Only its postings replayed, whose keys name its words: purged again.
+    let postings: Vec<_> = entries_of(&before_promotion, &id).into_iter().filter(|(k, _)| k.starts_with("mem/idx/term/")).collect();
+    assert!(!postings.is_empty());
+    store.entries.extend(postings);
+    assert!(!holding_words(&store).is_empty());
+    assert!(kinds(&verify(&mut store)).contains(&"dangling-index-entry".to_string()), "{}", verify(&mut store));
+    assert_eq!(purge_user(&mut store)["targets"], json!([id]));
+    assert_eq!(verify(&mut store)["ok"], true, "{}", verify(&mut store));
+    assert!(holding_words(&store).is_empty(), "{:?}", holding_words(&store));
 }
 
 #[test]

@@ -295,3 +295,176 @@ fn a_keyed_delete_does_not_trust_the_slot() {
         "scopeId": "big", "selector": {"key": "k7"}, "authority": admin(), "fence": 1})).unwrap();
     assert_eq!(receipt["matched"], json!(1), "{receipt}");
 }
+
+fn recall(query: &str, scope_ids: &[&str], embedding: Option<Vec<f32>>) -> Value {
+    let scopes: Vec<Value> = scope_ids.iter().map(|id| json!({"scope": "project", "scopeId": id})).collect();
+    let mut request = json!({"schemaVersion": 1, "now": LATER, "query": query, "scopes": scopes, "sink": "model:test", "k": 8});
+    if let Some(embedding) = embedding {
+        request["queryEmbedding"] = json!(embedding);
+    }
+    request
+}
+
+/// How many rivals for their slots a recall's results have.
+fn rivals(recalled: &Value) -> usize {
+    recalled["memories"].as_array().unwrap().iter().map(|m| m["conflicts"].as_array().unwrap().len()).sum()
+}
+
+/// The store as a kernel that kept no postings left it: the mark says an
+/// older layout, so every term vector is loaded.
+fn older_layout(store: &MemStore) -> MemStore {
+    let mut copy = store.clone();
+    if let Some((_, revision)) = copy.entries.get("meta/memory-revision") {
+        let revision: Value = serde_json::from_slice(revision).unwrap();
+        copy.entries.insert("mem/lookups".into(), (1, json!({"revision": revision["revision"]}).to_string().into_bytes()));
+    }
+    copy.entries.retain(|k, _| !k.starts_with("mem/idx/term/") && !k.starts_with("mem/idx/stat/"));
+    copy
+}
+
+#[test]
+fn a_fresh_recall_reads_its_terms_not_the_scope() {
+    let mut store = big_store();
+    // "1234" is in one memory; "fact", "module" and the "m" of "m1234" in every one.
+    for query in ["1234", "1234 m1234", "fact number 1234", "module"] {
+        let (fresh, reads) = counted(&mut store, Command::RecallMemory, &recall(query, &["big"], None));
+        assert!(!fresh["memories"].as_array().unwrap().is_empty(), "{query}: {fresh}");
+        let (whole, whole_reads) = counted(&mut older_layout(&store), Command::RecallMemory, &recall(query, &["big"], None));
+        assert_eq!(fresh, whole, "{query}: postings by term answer what every vector answers");
+        assert!(whole_reads > 2_750, "a whole load reads every vector ({whole_reads})");
+        // Each of its terms' postings, each memory they name once, and the
+        // results' records with their rivals for the slot.
+        let named: Vec<&String> = ctxkernel::index::terms(query)
+            .iter()
+            .flat_map(|term| store.entries.range(ctxkernel::index::term_prefix(ctxkernel::contracts::Scope::Project, &Some("big".into()), term)..).take_while(move |(k, _)| k.starts_with(&ctxkernel::index::term_prefix(ctxkernel::contracts::Scope::Project, &Some("big".into()), term))).map(|(k, _)| k))
+            .collect();
+        let memories = named.iter().map(|k| k.rsplit('/').next().unwrap()).collect::<std::collections::BTreeSet<_>>().len();
+        assert!(reads as usize <= named.len() + memories + 2 * rivals(&fresh) + 100, "{query}: a fresh recall took {reads} store reads for {} postings", named.len());
+    }
+    // A warm instance reads what it holds from nothing but the change log.
+    let mut kernel = Kernel::default();
+    let mut counting = Counting { inner: &mut store, reads: 0 };
+    kernel.call(&mut counting, Command::RecallMemory, &recall("m1234", &["big"], None).to_string()).unwrap();
+    let first = counting.reads;
+    kernel.call(&mut counting, Command::RecallMemory, &recall("m1234", &["big"], None).to_string()).unwrap();
+    assert!(counting.reads - first < first / 2, "the second recall read {} of the first's {first}", counting.reads - first);
+}
+
+#[test]
+fn a_store_of_an_older_layout_is_read_whole_and_gets_its_postings_at_its_next_write() {
+    let mut store = older_layout(&big_store());
+    let before = call(&mut store, Command::RecallMemory, &recall("77 7", &["big", "beside"], None)).unwrap();
+    let verify = call(&mut store, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap();
+    assert_eq!(verify["ok"], json!(true), "postings not kept are not required: {verify}");
+    let seq: Value = serde_json::from_slice(&store.entries["meta/event-seq"].1).unwrap();
+    propose(&mut store, vec![memory("elsewhere", 1, 0.5, 0.5)]);
+    let events = call(&mut store, Command::ReadKernelEvents, &json!({"schemaVersion": 1, "afterSeq": seq["seq"], "typePrefix": "memory.lookups"})).unwrap();
+    let rebuilt = &events["events"].as_array().unwrap()[0]["data"];
+    assert!(rebuilt["postings"].as_u64().unwrap() > 2_750 * 5, "{events}");
+    let (mut after, reads) = counted(&mut store, Command::RecallMemory, &recall("77 7", &["big", "beside"], None));
+    after["memoryRevision"] = before["memoryRevision"].clone();
+    assert_eq!(after, before);
+    assert!(reads < 3 * rivals(&after) as u64 + 100, "the rebuilt postings are read, not every vector ({reads}, {} rivals)", rivals(&after));
+    let verify = call(&mut store, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap();
+    assert_eq!(verify["ok"], json!(true), "{verify}");
+}
+
+#[test]
+fn postings_that_disagree_with_the_vectors_are_named_and_never_widen_a_recall() {
+    let mut store = MemStore::default();
+    propose(&mut store, (0..20).map(|n| memory("big", n, 0.5, 0.5)).collect());
+    propose(&mut store, (0..20).map(|n| memory("beside", n, 0.5, 0.5)).collect());
+    let honest = call(&mut store, Command::RecallMemory, &recall("fact", &["big"], None)).unwrap();
+    let postings: Vec<String> = store.entries.keys().filter(|k| k.starts_with("mem/idx/term/project/big/")).cloned().collect();
+    let beside: Vec<String> = store.entries.keys().filter(|k| k.starts_with("mem/idx/term/project/beside/fact/")).cloned().collect();
+    // A posting in the admitted scope that points at a memory of another scope.
+    let mut crossed = store.clone();
+    let foreign = crossed.entries[&beside[0]].clone();
+    crossed.entries.insert("mem/idx/term/project/big/fact/zz-foreign".into(), foreign);
+    let recalled = call(&mut crossed, Command::RecallMemory, &recall("fact", &["big"], None)).unwrap();
+    assert_eq!(recalled, honest, "another scope's memory is never scored here");
+    let verify = call(&mut crossed, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap();
+    assert!(verify["problems"].as_array().unwrap().iter().any(|p| p["kind"] == json!("dangling-index-entry")), "{verify}");
+    // A missing posting and a wrong statistic are named by key.
+    let mut damaged = store.clone();
+    damaged.entries.remove(&postings[0]);
+    damaged.entries.insert("mem/idx/stat/project/big".into(), (1, json!({"docs": 3, "length": 9}).to_string().into_bytes()));
+    let verify = call(&mut damaged, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap();
+    let named: Vec<(&str, &str)> = verify["problems"].as_array().unwrap().iter().map(|p| (p["kind"].as_str().unwrap(), p["key"].as_str().unwrap())).collect();
+    assert!(named.contains(&("stale-index-entry", postings[0].as_str())), "{verify}");
+    assert!(named.contains(&("stale-index-entry", "mem/idx/stat/project/big")), "{verify}");
+    // An undecodable statistic is a typed failure, and the store is unchanged.
+    let mut garbled = store.clone();
+    garbled.entries.get_mut("mem/idx/stat/project/big").unwrap().1 = b"\xff".to_vec();
+    let before = garbled.entries.clone();
+    let error = call(&mut garbled, Command::RecallMemory, &recall("fact", &["big"], None)).unwrap_err();
+    assert_eq!(error.code, ctxkernel::error::ErrorCode::StorageFailure, "{error:?}");
+    assert_eq!(garbled.entries, before);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Whatever the scopes hold and however they changed, a recall answers
+    /// the same from a fresh instance (postings by term), from one instance
+    /// kept warm across every write (held lists caught up from the change
+    /// log), and from every term vector loaded at once.
+    #[test]
+    fn recall_answers_alike_fresh_warm_and_whole(
+        shapes in prop::collection::vec(shape(), 1..30),
+        words in prop::collection::vec(prop_oneof![Just("alpha"), Just("beta"), Just("gamma"), Just("deploy"), Just("Tuesday"), Just("名前"), Just("x_y")], 1..6),
+        queries in prop::collection::vec(prop::collection::vec(prop_oneof![Just("alpha"), Just("beta"), Just("gamma"), Just("deploy"), Just("tuesday"), Just("名前"), Just("y"), Just("nothing")], 1..4), 1..4),
+        hybrid in any::<bool>(),
+        deleted in 0usize..30,
+    ) {
+        let mut store = MemStore::default();
+        let mut warm = Kernel::default();
+        let ask = |query: &Vec<&str>, scopes: &[&str]| recall(&query.join(" "), scopes, hybrid.then(|| vec![0.5, -0.25, 1.0]));
+        let check = |store: &mut MemStore, warm: &mut Kernel| -> Result<(), TestCaseError> {
+            for query in &queries {
+                for scopes in [&["big"][..], &["big", "beside"][..]] {
+                    let request = ask(query, scopes);
+                    let fresh = call(store, Command::RecallMemory, &request).unwrap();
+                    let kept = parse_canonical(&warm.call(store, Command::RecallMemory, &request.to_string()).unwrap());
+                    prop_assert_eq!(&fresh, &kept);
+                    prop_assert_eq!(&fresh, &call(&mut older_layout(store), Command::RecallMemory, &request).unwrap());
+                }
+            }
+            Ok(())
+        };
+        check(&mut store, &mut warm)?;
+        let candidates: Vec<Value> = shapes.iter().enumerate().map(|(n, s)| {
+            let mut c = memory(if n % 3 == 0 { "beside" } else { "big" }, n, s.importance, s.confidence);
+            c["content"] = json!(format!("{n} {}", words.iter().cycle().skip(n).take(s.words % 7 + 1).copied().collect::<Vec<_>>().join(" ")));
+            c["sensitivity"] = json!(s.sensitivity);
+            c["allowedSinks"] = json!(s.sinks);
+            if n % 2 == 0 {
+                c["embedding"] = json!([(n % 5) as f32 - 2.0, 1.0, (n % 3) as f32]);
+            }
+            if let Some((from, to)) = s.valid {
+                c["validFrom"] = json!(from);
+                c["validTo"] = json!(to);
+            }
+            c
+        }).collect();
+        let (first, second) = candidates.split_at(candidates.len() / 2);
+        let mut receipts = if first.is_empty() { Vec::new() } else { propose(&mut store, first.to_vec()) };
+        check(&mut store, &mut warm)?;
+        receipts.extend(propose(&mut store, second.to_vec()));
+        for (receipt, s) in receipts.iter().zip(&shapes) {
+            let memory = &receipt["memory"];
+            if let Some(action) = s.action {
+                let request = json!({"schemaVersion": 1, "now": NOW, "memoryId": memory["memoryId"], "action": action, "authority": admin(), "scope": "project", "scopeId": memory["scopeId"]});
+                let _ = call(&mut store, Command::DecideMemory, &request);
+            }
+        }
+        check(&mut store, &mut warm)?;
+        if let Some(receipt) = receipts.get(deleted) {
+            let memory = &receipt["memory"];
+            call(&mut store, Command::DeleteMemory, &json!({"schemaVersion": 1, "now": NOW, "requestId": "r", "subject": "u", "scope": "project",
+                "scopeId": memory["scopeId"], "selector": {"memoryIds": [memory["memoryId"]]}, "authority": admin(), "fence": 1})).unwrap();
+        }
+        check(&mut store, &mut warm)?;
+        prop_assert_eq!(call(&mut store, Command::VerifyStore, &json!({"schemaVersion": 1})).unwrap()["ok"].clone(), json!(true));
+    }
+}

@@ -6,6 +6,7 @@ use crate::contracts::{AuthorityKind, MemoryRecord, MemoryState, Scope, Sensitiv
 use crate::error::{KernelError, Result};
 use crate::store::{keys, Db};
 use serde_json::json;
+use super::term_postings::{keep, unpost};
 use super::tokenize::terms;
 
 /// Longest embedding accepted.
@@ -35,6 +36,18 @@ pub struct DocVector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ms: Option<i64>,
 }
+}
+
+impl DocVector {
+    /// Its `(term, frequency)` pairs, in term order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.terms.split(' ').filter_map(|pair| pair.rsplit_once(':').map(|(t, n)| (t, n.parse().unwrap_or(1))))
+    }
+
+    /// How often `term` appears in it.
+    pub fn frequency(&self, term: &str) -> Option<u32> {
+        self.pairs().find(|(t, _)| *t == term).map(|(_, n)| n)
+    }
 }
 
 /// Where each memory's term vector is kept, by id.
@@ -113,14 +126,47 @@ fn log(db: &mut Db, id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Writes a record's term vector (called whenever a record is saved).
+/// A memory's stored term vector, if it reads back as that memory's.
+pub(crate) fn stored_vector(db: &mut Db, id: &str) -> Option<DocVector> {
+    db.get::<DocVector>(&doc_key(id)).ok().flatten().map(|(_, v)| v).filter(|v| v.memory_id == id)
+}
+
+/// Writes a record's term vector, and moves its postings with it (called
+/// whenever a record is saved).
 pub fn add(db: &mut Db, record: &MemoryRecord) -> Result<()> {
-    db.put(&doc_key(&record.memory_id), &vector_of(record), None)?;
+    let vector = vector_of(record);
+    let old = stored_vector(db, &record.memory_id);
+    keep(db, old.as_ref(), Some(&vector))?;
+    db.put(&doc_key(&record.memory_id), &vector, None)?;
     log(db, &record.memory_id)
+}
+
+/// Writes a live memory's postings as a rebuild does, from its stored term
+/// vector or, when that does not read back, one built from its record.
+pub(crate) fn repost(db: &mut Db, record: &MemoryRecord) -> Result<u64> {
+    let vector = stored_vector(db, &record.memory_id).unwrap_or_else(|| vector_of(record));
+    keep(db, None, Some(&vector))?;
+    Ok(vector.pairs().count() as u64)
 }
 
 /// Removes a memory from every index; returns the receipts' targets.
 pub fn remove(db: &mut Db, id: &str) -> Result<Vec<String>> {
+    let old = stored_vector(db, id);
+    keep(db, old.as_ref(), None)?;
+    drop_entries(db, id)
+}
+
+/// Removes what a replay brought back of a deleted memory's index entries.
+/// Its scope's statistics stopped counting it at its deletion, so they are
+/// left as they are.
+pub(crate) fn remove_replayed(db: &mut Db, id: &str) -> Result<()> {
+    if let Some(replayed) = stored_vector(db, id) {
+        unpost(db, &replayed)?;
+    }
+    drop_entries(db, id).map(drop)
+}
+
+fn drop_entries(db: &mut Db, id: &str) -> Result<Vec<String>> {
     db.remove(&doc_key(id), None)?;
     let mut targets = vec!["index:lexical".to_string()];
     // Read as bytes: an entry that does not decode is removed all the same.

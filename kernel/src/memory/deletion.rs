@@ -15,6 +15,7 @@ use crate::index;
 use crate::session::Event;
 use crate::store::{keys, Db};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use super::authorize::authorize;
 use super::records::{
     audit, fence_keys, fence_names, fence_terms, fences_prefix, buried_key, journal_receipts, load, receipt_memory, members, memory_revision_bump, record_key, scope_tombstones,
@@ -282,7 +283,7 @@ fn scrub(db: &mut Db, tomb: &Tombstone) -> Result<()> {
     if db.get_bytes(&record_key(id))?.is_some() {
         db.remove(&record_key(id), None)?;
     }
-    index::remove(db, id)?;
+    index::remove_replayed(db, id)?;
     // The fence keeps the words' digests and the evidence references; its
     // embedding and names say too much of what was deleted to outlive the
     // purge (a dictionary reads a name's digest back).
@@ -309,9 +310,10 @@ fn scrub(db: &mut Db, tomb: &Tombstone) -> Result<()> {
 /// so they are found by what they point at. And the receipts that hold one
 /// in consolidation journals (a retried extraction answers with them, and
 /// they hold the memories' words); the journal's other receipts stay, so a
-/// retry still answers and merges nothing twice. A purge reads all once.
-fn sweep(db: &mut Db, purged: &[String]) -> Result<()> {
-    let mut stale = Vec::new();
+/// retry still answers and merges nothing twice. A purge reads all once;
+/// their postings it found before choosing its targets.
+fn sweep(db: &mut Db, purged: &[String], postings: &BTreeMap<String, Vec<String>>) -> Result<()> {
+    let mut stale: Vec<String> = purged.iter().filter_map(|id| postings.get(id)).flatten().cloned().collect();
     for prefix in LINK_PREFIXES {
         db.visit(prefix, |key, value| {
             if crate::store::decode::<Link>(key, value).is_ok_and(|link| purged.binary_search(&link.memory_id).is_ok()) {
@@ -341,18 +343,39 @@ fn sweep(db: &mut Db, purged: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The posting keys, by memory, of the deleted memories among
+/// `tombstones`: a deleted memory has none, so any there a replay brought
+/// back (of any of its versions, in any scope, with or without its term
+/// vector), and their keys hold its words. All postings are read once.
+fn postings_of(db: &mut Db, tombstones: &[Tombstone]) -> Result<BTreeMap<String, Vec<String>>> {
+    let ids: BTreeSet<&str> = tombstones.iter().map(|t| t.memory_id.as_str()).collect();
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    db.visit(index::TERMS, |key, value| {
+        if let Ok(posting) = crate::store::decode::<index::Posting>(key, value) {
+            if ids.contains(posting.memory_id.as_str()) {
+                found.entry(posting.memory_id).or_default().push(key.to_string());
+            }
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
 pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
     check_version("request", request.schema_version)?;
     check_scope_to_forget("scope", request.scope, request.scope_id.as_deref())?;
     authorize(db, Act::Purge, &request.authority, Origin::User, &[], Grounding::Never)?;
+    let tombstones = scope_tombstones(db, request.scope, &request.scope_id)?;
+    let postings = postings_of(db, &tombstones)?;
     let mut targets = Vec::new();
-    for t in scope_tombstones(db, request.scope, &request.scope_id)? {
+    for t in tombstones {
         let asked = request.selector.memory_ids.is_empty() || request.selector.memory_ids.contains(&t.memory_id);
         // A purged memory again when named, or when a replay brought its
         // record or index entries back.
         let mut again = || -> Result<bool> {
             Ok(request.selector.memory_ids.contains(&t.memory_id)
                 || db.get_bytes(&record_key(&t.memory_id))?.is_some()
+                || postings.contains_key(&t.memory_id)
                 || db.get_bytes(&index::doc_key(&t.memory_id))?.is_some()
                 || db.get_bytes(&index::embedding_key(&t.memory_id))?.is_some())
         };
@@ -400,7 +423,7 @@ pub fn purge(db: &mut Db, request: PurgeRequest) -> Result<PurgeReceipt> {
         events::emit(db, "memory.purged", &request.now, None, None, json!({"memoryId": id, "purgeId": purge_id}))?;
     }
     if !targets.is_empty() {
-        sweep(db, &targets)?;
+        sweep(db, &targets, &postings)?;
         // Index entries were removed: warm indexes catch up from the log.
         memory_revision_bump(db, &request.now)?;
     }

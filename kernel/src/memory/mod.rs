@@ -60,7 +60,7 @@ pub use lifecycle::decide;
 pub use propose::{propose, propose_all, MAX_CONTENT_BYTES};
 pub use read::{read, sink_permits};
 pub use verify::{verify, Problem, ProblemKind, VerifyReport, VerifyRequest};
-pub use records::{effective_state, load, ranked, tombstones, MAX_SELECTED};
+pub use records::{effective_state, load, lookups_current, ranked, scope_members, tombstones, MAX_SELECTED};
 pub use requests::{
     Action, AuditEntry, Authority, DecideRequest, DeleteRequest, DeletionReceipt, DeletionStatus, MemoryCandidate, MemoryReceipt, MemoryView,
     PartReceipt, PartStatus, ProposeRequest, ProposeResponse, PurgeReceipt, PurgeRequest, ReadMemoryRequest, ReadMemoryResponse, Selector,

@@ -11,7 +11,7 @@
 //! | `mem/fp/<scope>/<fingerprint>`             | link: the record with these words |
 //! | `mem/rank/<scope>/<importance><confidence>/<id>` | link: the snapshot's order |
 //! | `mem/tombs/<scope>/<id>`                   | link: the scope's tombstones  |
-//! | `mem/lookups`                              | memory revision the ranking and tombstone lists were kept at |
+//! | `mem/lookups`                              | memory revision the ranking, tombstone lists and postings (`index`) were kept at |
 
 use crate::authority;
 use crate::canonical::{self, Timestamp};
@@ -32,6 +32,19 @@ struct Counter {
     revision: u64,
 }
 }
+
+contract! {
+/// The memory revision the lookups were last kept at, and the layout they
+/// were kept in: a store whose lookups a kernel with fewer of them kept is
+/// not current.
+struct LookupsMark {
+    layout: u32,
+    revision: u64,
+}
+}
+
+/// The lookups kept: 2 adds each scope's postings per term.
+const LOOKUPS_LAYOUT: u32 = 2;
 
 contract! {
 struct AuditCounter {
@@ -76,16 +89,9 @@ pub(super) struct ContentFence {
 
 // ---- keys
 
-/// A scope's key segment: its name, then its id escaped, or `-` for none.
-/// `-` is the one id [`keys::segment`] writes as `-`, so that id is escaped
-/// too: no id is written the way "no id" is.
+/// A scope's key segment (see [`keys::scope`]).
 fn scope_segment(scope: Scope, scope_id: &Option<String>) -> String {
-    let id = match scope_id.as_deref() {
-        None => "-".to_string(),
-        Some("-") => "%2D".to_string(),
-        Some(id) => keys::segment(id),
-    };
-    format!("{}/{id}", scope.name())
+    keys::scope(scope, scope_id)
 }
 
 pub(super) fn record_key(id: &str) -> String {
@@ -115,8 +121,8 @@ pub(super) const RANKING: &str = "mem/rank/";
 /// Where each scope's tombstones are listed, by id.
 pub(super) const BURIED: &str = "mem/tombs/";
 
-/// The memory revision the ranking and the tombstone lists were last kept
-/// at (see [`lookups_current`]).
+/// The memory revision the ranking, the tombstone lists and the postings
+/// were last kept at (see [`lookups_current`]).
 const LOOKUPS: &str = "mem/lookups";
 
 /// Where consolidation journals live (see `consolidation`).
@@ -280,28 +286,33 @@ pub(super) fn memory_revision_bump(db: &mut Db, now: &Timestamp) -> Result<u64> 
     let expected = current.as_ref().map_or(0, |(r, _)| *r);
     let revision = current.map_or(0, |(_, c)| c.revision);
     if !lookups_current(db)? {
-        let (ranked, buried) = rebuild_lookups(db)?;
-        crate::events::emit(db, "memory.lookups-rebuilt", now, None, None, json!({"ranked": ranked, "tombstones": buried, "memoryRevision": revision}))?;
+        let (ranked, buried, postings) = rebuild_lookups(db)?;
+        let data = json!({"postings": postings, "ranked": ranked, "tombstones": buried, "memoryRevision": revision});
+        crate::events::emit(db, "memory.lookups-rebuilt", now, None, None, data)?;
     }
     let next = revision + 1;
     db.put(keys::MEMORY_REVISION, &Counter { revision: next }, Some(expected))?;
-    db.put(LOOKUPS, &Counter { revision: next }, None)?;
+    db.put(LOOKUPS, &LookupsMark { layout: LOOKUPS_LAYOUT, revision: next }, None)?;
     Ok(next)
 }
 
-/// Whether the ranking and the tombstone lists were kept by every call that
-/// changed memories: they were last kept at the memory revision (or no
-/// memory was ever written). Reads fall back to the records when not.
-pub(super) fn lookups_current(db: &mut Db) -> Result<bool> {
-    let kept = db.get::<Counter>(LOOKUPS).ok().flatten().map(|(_, c)| c.revision);
+/// Whether the ranking, the tombstone lists and the postings were kept by
+/// every call that changed memories: they were last kept, in this layout,
+/// at the memory revision (or no memory was ever written). Reads fall back
+/// to the records when not.
+pub fn lookups_current(db: &mut Db) -> Result<bool> {
+    let kept = db.get::<LookupsMark>(LOOKUPS).ok().flatten().map(|(_, m)| m);
     let revision = db.memory_revision()?;
-    Ok(kept == Some(revision) || (kept.is_none() && revision == 0))
+    Ok(match kept {
+        Some(mark) => mark.layout == LOOKUPS_LAYOUT && mark.revision == revision,
+        None => revision == 0,
+    })
 }
 
-/// Writes the ranking and the tombstone lists again from the records and
-/// tombstones; returns how many entries of each it wrote.
-fn rebuild_lookups(db: &mut Db) -> Result<(u64, u64)> {
-    for prefix in [RANKING, BURIED] {
+/// Writes the ranking, the tombstone lists and the postings again from the
+/// records and tombstones; returns how many entries of each it wrote.
+fn rebuild_lookups(db: &mut Db) -> Result<(u64, u64, u64)> {
+    for prefix in [RANKING, BURIED, index::TERMS, index::STATS] {
         let mut stale = Vec::new();
         db.visit(prefix, |key, _| {
             stale.push(key.to_string());
@@ -317,22 +328,41 @@ fn rebuild_lookups(db: &mut Db) -> Result<(u64, u64)> {
         tombs.insert(tomb.memory_id.clone(), tomb);
         Ok(())
     })?;
-    let mut ranked = Vec::new();
-    db.visit("mem/rec/", |key, value| {
-        let record: MemoryRecord = crate::store::decode(key, value)?;
-        let live = tombs.get(&record.memory_id).is_none_or(|t| record.revision > t.revision);
-        if let Some(rank) = rank_key(&record).filter(|_| live) {
-            ranked.push((rank, record.memory_id));
+    // A page of records at a time, so a large store is never all in memory.
+    let (mut ranked, mut postings) = (0, 0);
+    let mut after = String::new();
+    loop {
+        let page = db.scan_bytes("mem/rec/", &after, 512)?;
+        for (key, value) in &page {
+            let record: MemoryRecord = crate::store::decode(key, value)?;
+            if tombs.get(&record.memory_id).is_some_and(|t| record.revision <= t.revision) {
+                continue;
+            }
+            if let Some(rank) = rank_key(&record) {
+                db.put(&rank, &Link { memory_id: record.memory_id.clone() }, None)?;
+                ranked += 1;
+            }
+            postings += index::repost(db, &record)?;
         }
-        Ok(())
-    })?;
-    for (key, memory_id) in &ranked {
-        db.put(key, &Link { memory_id: memory_id.clone() }, None)?;
+        match page.last() {
+            Some((key, _)) if page.len() == 512 => after.clone_from(key),
+            _ => break,
+        }
     }
     for tomb in tombs.values() {
         db.put(&buried_key(tomb), &Link { memory_id: tomb.memory_id.clone() }, None)?;
     }
-    Ok((ranked.len() as u64, tombs.len() as u64))
+    Ok((ranked, tombs.len() as u64, postings))
+}
+
+/// Every memory of a scope, by id, however many.
+pub fn scope_members(db: &mut Db, scope: Scope, scope_id: &Option<String>) -> Result<Vec<String>> {
+    let mut ids = Vec::new();
+    db.visit(&members_prefix(scope, scope_id), |key, value| {
+        ids.push(crate::store::decode::<Link>(key, value)?.memory_id);
+        Ok(())
+    })?;
+    Ok(ids)
 }
 
 /// The ids of a scope's memories, or of those in one of its slots when a

@@ -6,10 +6,10 @@
 
 use crate::contracts::{check_version, MemoryRecord};
 use crate::error::Result;
-use crate::index::{self, DocVector};
+use crate::index::{self, DocVector, Posting, ScopeStats};
 use crate::store::{self, keys, Db};
 use std::collections::{BTreeMap, BTreeSet};
-use super::records::{buried_key, journal_receipts, links, lookups_current, receipt_memory, Link, BURIED, JOURNALS, LINK_PREFIXES, RANKING};
+use super::records::{buried_key, journal_receipts, links, lookups_current, receipt_memory, record_key, Link, BURIED, JOURNALS, LINK_PREFIXES, RANKING};
 use super::requests::Tombstone;
 
 /// Most problems a report lists; `problemCount` counts them all.
@@ -63,8 +63,12 @@ pub enum ProblemKind {
     /// in its scope's list, is missing (a fingerprint entry may have moved on
     /// to a newer memory with the same words).
     MissingLink,
-    /// A term vector or embedding of a memory that is not live.
+    /// A term vector or embedding of a memory that is not live; a posting
+    /// its memory's term vector does not have.
     DanglingIndexEntry,
+    /// A live memory's posting is missing, or a scope's recall statistics do
+    /// not add up to its memories' term vectors.
+    StaleIndexEntry,
     /// A version of a memory that is not live, or an audit entry of a memory
     /// the store holds nothing else of.
     Orphan,
@@ -99,7 +103,7 @@ fn segment_of<'k>(key: &'k str, prefix: &str) -> &'k str {
 pub fn verify(db: &mut Db, request: VerifyRequest) -> Result<VerifyReport> {
     check_version("request", request.schema_version)?;
     let mut report = Report::default();
-    for what in ["audit", "indexEntries", "journals", "links", "records", "tombstones", "versions"] {
+    for what in ["audit", "indexEntries", "journals", "links", "postings", "records", "tombstones", "versions"] {
         report.checked.insert(what.into(), 0);
     }
     let mut tombs: BTreeMap<String, Tombstone> = BTreeMap::new();
@@ -188,6 +192,7 @@ pub fn verify(db: &mut Db, request: VerifyRequest) -> Result<VerifyReport> {
     }
     // Index entries: term vectors and embeddings of live memories only (a
     // live memory's missing vector is no problem: it is rebuilt from its record).
+    let mut vectors: BTreeMap<String, DocVector> = BTreeMap::new();
     db.visit(index::DOCS, |key, value| {
         report.seen("indexEntries");
         match store::decode::<DocVector>(key, value) {
@@ -195,10 +200,57 @@ pub fn verify(db: &mut Db, request: VerifyRequest) -> Result<VerifyReport> {
             Ok(doc) if !live.contains_key(&doc.memory_id) => {
                 report.problem(key, ProblemKind::DanglingIndexEntry, Some(&doc.memory_id), "the term vector of a memory that is not live")
             }
+            Ok(doc) if segment_of(key, index::DOCS) == keys::segment(&doc.memory_id) => drop(vectors.insert(doc.memory_id.clone(), doc)),
             Ok(_) => {}
         }
         Ok(())
     })?;
+    // The postings and each scope's statistics are those of the live
+    // memories' term vectors (of its record, for one whose vector does not
+    // read back); read, and so held to them, only while current.
+    if current {
+        let mut expected: BTreeMap<String, String> = BTreeMap::new();
+        let mut stats: BTreeMap<String, ScopeStats> = BTreeMap::new();
+        for id in live.keys() {
+            let vector = match vectors.remove(id) {
+                Some(vector) => vector,
+                None => match db.get::<MemoryRecord>(&record_key(id)) {
+                    Ok(Some((_, record))) => index::vector_of(&record),
+                    _ => continue,
+                },
+            };
+            expected.extend(index::posting_keys(&vector).into_iter().map(|key| (key, id.clone())));
+            let scope = stats.entry(index::stats_key(vector.scope, &vector.scope_id)).or_default();
+            scope.docs += 1;
+            scope.length += u64::from(vector.length);
+        }
+        db.visit(index::TERMS, |key, value| {
+            report.seen("postings");
+            match (store::decode::<Posting>(key, value), expected.remove(key)) {
+                (Err(_), _) => report.problem(key, ProblemKind::Undecodable, None, "not a posting"),
+                (Ok(posting), Some(id)) if posting.memory_id == id => {}
+                (Ok(posting), _) => report.problem(key, ProblemKind::DanglingIndexEntry, Some(&posting.memory_id), "a posting its memory's term vector does not have"),
+            }
+            Ok(())
+        })?;
+        for (key, id) in &expected {
+            report.problem(key, ProblemKind::StaleIndexEntry, Some(id), "a live memory's posting is missing");
+        }
+        db.visit(index::STATS, |key, value| {
+            report.seen("postings");
+            match store::decode::<ScopeStats>(key, value) {
+                Err(_) => report.problem(key, ProblemKind::Undecodable, None, "not a scope's recall statistics"),
+                Ok(found) if stats.remove(key).as_ref() != Some(&found) => {
+                    report.problem(key, ProblemKind::StaleIndexEntry, None, "the scope's recall statistics do not add up to its memories")
+                }
+                Ok(_) => {}
+            }
+            Ok(())
+        })?;
+        for key in stats.keys() {
+            report.problem(key, ProblemKind::StaleIndexEntry, None, "a scope's recall statistics are missing");
+        }
+    }
     db.visit(index::EMBEDDINGS, |key, _| {
         report.seen("indexEntries");
         if !live_segments.contains_key(segment_of(key, index::EMBEDDINGS)) {

@@ -12,7 +12,8 @@
 //! two and weighs in provenance and confidence.
 //!
 //! - `requests` — the commands' requests and answers
-//! - `postings` — the in-memory inverted index, caught up from the store
+//! - `postings` — the in-memory inverted index, caught up from the store and
+//!   loaded by the terms recalls ask for
 //! - `rank` — BM25, cosine, reciprocal-rank fusion, adjustment
 //! - `select` — each ranked memory checked against its record, clipped to the
 //!   budget, with its history and conflicts
@@ -32,7 +33,7 @@ use crate::contracts::{check_scope, check_sink, check_version};
 use crate::error::{ErrorCode, KernelError, Result};
 use crate::index::check_embedding;
 use crate::store::Db;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Most results one recall returns.
 pub const MAX_K: u32 = 200;
@@ -45,8 +46,11 @@ pub fn recall(db: &mut Db, index: &mut Postings, request: RecallRequest) -> Resu
     if index.catch_up(db)? {
         degraded.push("index: rebuilt from the records".to_string());
     }
+    let scopes: BTreeSet<_> = request.scopes.iter().map(|s| (s.scope, s.scope_id.clone())).collect();
+    let terms: BTreeSet<String> = crate::index::terms(&request.query).into_iter().collect();
+    index.hold(db, &scopes, &terms, request.query_embedding.is_some())?;
     let mut filtered: BTreeMap<String, u32> = BTreeMap::new();
-    let ranked = rank::rank(index, &request, &mut filtered, &mut degraded);
+    let ranked = rank::rank(index, &request, &scopes, &terms, &mut filtered, &mut degraded);
     let memories = select::select(db, &request, ranked, &mut filtered)?;
     Ok(RecallResponse { degraded, filtered, memories, memory_revision: index.revision, schema_version: 1 })
 }

@@ -4,9 +4,9 @@
 //! first, and count what they exclude.
 
 use crate::contracts::AuthorityKind;
-use crate::index::{cosine, terms};
+use crate::index::cosine;
 use std::collections::{BTreeMap, BTreeSet};
-use super::postings::{Postings, Shard};
+use super::postings::{Postings, ScopeKey, Shard};
 use super::requests::RecallRequest;
 
 /// BM25's term-frequency saturation.
@@ -23,11 +23,11 @@ pub(super) type Ranked = (String, f64, Vec<String>);
 /// The eligible memories of the admitted scopes that either channel finds,
 /// best first. Scope admission is the shards read: nothing outside them is
 /// scored or counted.
-pub(super) fn rank(index: &Postings, request: &RecallRequest, filtered: &mut BTreeMap<String, u32>, degraded: &mut Vec<String>) -> Vec<Ranked> {
-    let shards: Vec<&Shard> = index.admitted(&request.scopes).collect();
+pub(super) fn rank(index: &Postings, request: &RecallRequest, scopes: &BTreeSet<ScopeKey>, terms: &BTreeSet<String>, filtered: &mut BTreeMap<String, u32>, degraded: &mut Vec<String>) -> Vec<Ranked> {
+    let shards: Vec<&Shard> = index.admitted(scopes).collect();
     let permitted = index.policies.admitted(&request.sink);
     let mut filter = Filter { index, permitted, now_ms: request.now.unix_millis(), verdicts: vec![Verdict::Unseen; index.docs.len()] };
-    let lexical = lexical(index, &shards, &request.query, &mut filter, filtered);
+    let lexical = lexical(index, &shards, terms, &mut filter, filtered);
     let vector = vector(index, &shards, request, &filter.permitted, degraded);
     fuse(index, lexical, vector, request.k)
 }
@@ -64,13 +64,12 @@ impl Filter<'_> {
 }
 
 /// BM25 with the statistics of the admitted scopes.
-fn lexical(index: &Postings, shards: &[&Shard], query: &str, filter: &mut Filter, filtered: &mut BTreeMap<String, u32>) -> Vec<(u32, f64)> {
-    let n: f64 = shards.iter().map(|s| s.slots.len() as f64).sum();
+fn lexical(index: &Postings, shards: &[&Shard], query_terms: &BTreeSet<String>, filter: &mut Filter, filtered: &mut BTreeMap<String, u32>) -> Vec<(u32, f64)> {
+    let n: f64 = shards.iter().map(|s| s.docs as f64).sum();
     let avg_len = if n == 0.0 { 1.0 } else { shards.iter().map(|s| s.total_length as f64).sum::<f64>() / n };
-    let query_terms: BTreeSet<String> = terms(query).into_iter().collect();
     let mut scores = vec![0f64; index.docs.len()];
     let mut touched: Vec<u32> = Vec::new();
-    for term in &query_terms {
+    for term in query_terms {
         let lists: Vec<&Vec<(u32, u32)>> = shards.iter().filter_map(|s| s.postings.get(term)).collect();
         let df: f64 = lists.iter().map(|l| l.len() as f64).sum();
         if df == 0.0 {
